@@ -1,0 +1,79 @@
+# ActorQ: two commands. `make run` trains with int8 actors and prints a summary; `make test` runs the test suite.
+# Both build the pinned Python 3.10 virtualenv .venv first when it is missing (about 3 minutes here).
+
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+RUN_DIR ?= runs/make-run
+PYTEST_ARGS ?=
+
+.PHONY: run test test-fast lint format bench reproduce venv clean help
+
+help:
+	@echo "make run        train D4PG on dm_control cartpole:balance with int8 actors (<= 10 min), print the summary"
+	@echo "make test       the full CPU test suite (unit, reverb, integration, slow; not gpu)"
+	@echo "make test-fast  unit tests only"
+	@echo "make lint       ruff check + format check"
+	@echo "make bench      quick benchmarks and the report into reports/"
+	@echo "make reproduce  the paper's experiments (hours)"
+
+venv: $(STAMP)
+
+# Find Python 3.10: $PYTHON310, python3.10 on PATH (if it really runs), then pyenv's 3.10.x installs.
+$(STAMP): requirements.lock pyproject.toml
+	@set -e; \
+	py="$${PYTHON310:-}"; \
+	if [ -z "$$py" ] && command -v python3.10 >/dev/null 2>&1 && python3.10 -c 'import sys; assert sys.version_info[:2]==(3,10)' >/dev/null 2>&1; then py=python3.10; fi; \
+	if [ -z "$$py" ]; then \
+	  for root in "$${PYENV_ROOT:-}" "$$HOME/.pyenv" /root/.pyenv /opt/pyenv; do \
+	    [ -n "$$root" ] || continue; \
+	    for cand in $$(ls -d "$$root"/versions/3.10.* 2>/dev/null | sort -V -r); do \
+	      if "$$cand/bin/python" -c 'import sys; assert sys.version_info[:2]==(3,10)' >/dev/null 2>&1; then py="$$cand/bin/python"; break 2; fi; \
+	    done; \
+	  done; \
+	fi; \
+	if [ -z "$$py" ]; then \
+	  echo "error: ActorQ needs Python 3.10 (dm-launchpad 0.5.0 has no wheel for 3.11+), and none was found." >&2; \
+	  echo "  Install one: 'apt-get install python3.10 python3.10-venv', 'pyenv install 3.10.13', or use a python:3.10 image;" >&2; \
+	  echo "  or point PYTHON310=/path/to/python3.10 at one." >&2; \
+	  exit 1; \
+	fi; \
+	echo "==> building $(VENV) with $$py ($$($$py --version 2>&1))"; \
+	rm -rf $(VENV); \
+	"$$py" -m venv $(VENV); \
+	$(PY) -m pip install -q --upgrade "pip<27" wheel setuptools; \
+	$(PY) -m pip install -q -r requirements.lock; \
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .; \
+	$(PY) -m pip check; \
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/actorq train configs/d4pg/dmc_cartpole_balance.yaml --precision int8 --actors 2 \
+		--max-minutes 10 --target-return 900 --run-dir $(RUN_DIR)
+
+test: $(STAMP)
+	$(PY) -m pytest -m "not gpu" $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not gpu and not slow and not integration and not reverb and not faults" $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check actorq launch tests
+	$(VENV)/bin/ruff format --check actorq launch tests
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format actorq launch tests
+	$(VENV)/bin/ruff check --fix actorq launch tests
+
+bench: $(STAMP)
+	$(VENV)/bin/actorq bench policy --quick --json reports/bench_policy.json
+
+reproduce: $(STAMP)
+	@echo "reproduce: runs the paper's task set per precision and seed (hours); see README"
+	for cfg in configs/d4pg/dmc_*.yaml configs/dqn/gym_*.yaml; do \
+	  $(VENV)/bin/actorq experiment $$cfg --precisions fp32,fp16,int8 --seeds 3 --out reports/reproduce || exit 1; \
+	done
+
+clean:
+	rm -rf runs .pytest_cache .ruff_cache .hypothesis

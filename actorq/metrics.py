@@ -1,0 +1,111 @@
+"""Per-role metrics: a CSV file (the source of truth for reports) and TensorBoard scalars beside it.
+
+Each role writes ``RUN_DIR/<role>/metrics.csv``; the columns are fixed by the first row written, later rows may
+omit keys (left empty) but may not add new ones (they are dropped with a warning once), so files stay rectangular.
+TensorBoard events are written with the ``tensorboard`` package's event writer, which needs neither TensorFlow nor
+torch, so every layer may log.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class MetricsWriter:
+    """Appends rows to ``<dir>/metrics.csv`` and mirrors numeric values to TensorBoard.
+
+    Args:
+        directory: the role's directory (created).
+        tensorboard: also write TensorBoard event files.
+        step_key: the column used as the TensorBoard step.
+    """
+
+    def __init__(self, directory: str | Path, tensorboard: bool = True, step_key: str = "step"):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / "metrics.csv"
+        self._step_key = step_key
+        self._fields: list[str] | None = None
+        self._warned: set[str] = set()
+        if self.path.exists() and self.path.stat().st_size > 0:
+            # Resuming: keep the existing header so the file stays rectangular.
+            with self.path.open() as fh:
+                self._fields = next(csv.reader(fh), None)
+        self._file = self.path.open("a", newline="")
+        self._csv = csv.writer(self._file)
+        self._tb = None
+        if tensorboard:
+            try:
+                from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+                self._tb = EventFileWriter(str(self.directory / "tb"))
+            except Exception as exc:  # TensorBoard is optional; the CSV is what reports read.
+                log.warning("TensorBoard disabled for %s: %s", self.directory, exc)
+
+    def write(self, row: Mapping[str, object]) -> None:
+        """Append one row (wall time is added as ``time`` when absent)."""
+        row = dict(row)
+        row.setdefault("time", time.time())
+        if self._fields is None:
+            self._fields = list(row)
+            self._csv.writerow(self._fields)
+        extra = set(row) - set(self._fields) - self._warned
+        if extra:
+            log.warning("metrics %s: dropping columns not in the header: %s", self.path, sorted(extra))
+            self._warned |= extra
+        self._csv.writerow(["" if row.get(k) is None else row.get(k, "") for k in self._fields])
+        self._file.flush()
+        if self._tb is not None:
+            self._write_tb(row)
+
+    def _write_tb(self, row: Mapping[str, object]) -> None:
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+
+        step = int(float(row.get(self._step_key, 0) or 0))
+        values = []
+        for key, value in row.items():
+            if key in ("time", self._step_key) or isinstance(value, bool):
+                continue
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                values.append(summary_pb2.Summary.Value(tag=key, simple_value=float(value)))
+        if values:
+            event = event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=values))
+            self._tb.add_event(event)
+
+    def close(self) -> None:
+        """Flush and close the files (safe to call twice)."""
+        if not self._file.closed:
+            self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+
+def read_metrics(path: str | Path) -> list[dict[str, float | str]]:
+    """Read a metrics CSV into rows of floats (strings kept where a value is not numeric; empty -> None)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    with path.open(newline="") as fh:
+        for raw in csv.DictReader(fh):
+            row: dict[str, float | str] = {}
+            for key, value in raw.items():
+                if key is None:
+                    continue
+                if value in ("", None):
+                    row[key] = None
+                    continue
+                try:
+                    row[key] = float(value)
+                except ValueError:
+                    row[key] = value
+            rows.append(row)
+    return rows

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from actorq.config import ConfigError, ExperimentConfig, config_from_dict, load_config, replace, save_config, to_dict
+
+CONFIGS = sorted(Path(__file__).resolve().parents[2].glob("configs/*/*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_shipped_configs_load(path):
+    config = load_config(path)
+    assert config.paper, f"{path} should say what the paper used"
+    assert path.name.startswith(("dmc_", "gym_")) and path.parent.name == config.algorithm
+
+
+def test_unknown_key_is_an_error_naming_valid_keys():
+    with pytest.raises(ConfigError, match=r"unknown config key\(s\) actor.precison.*valid keys under actor"):
+        config_from_dict({"actor": {"precison": "int8"}})
+
+
+def test_bad_values_name_the_choices():
+    with pytest.raises(ConfigError, match="actor.precision='int4'.*fp32, fp16, int8"):
+        config_from_dict({"actor": {"precision": "int4"}})
+    with pytest.raises(ConfigError, match="quantizer.comm_bits=3"):
+        config_from_dict({"quantizer": {"comm_bits": 3}})
+    with pytest.raises(ConfigError, match="expected int"):
+        config_from_dict({"actor": {"num_actors": "many"}})
+    with pytest.raises(ConfigError, match="must be > 0"):
+        config_from_dict({"actor": {"num_actors": 0}})
+    with pytest.raises(ConfigError, match="discrete actions"):
+        config_from_dict({"algorithm": "d4pg", "env": {"suite": "gym", "task": "CartPole-v1"}})
+
+
+def test_overrides_and_round_trip(tmp_path):
+    config = config_from_dict({}, ["actor.num_actors=3", "network.policy_layers=[64,64]", "target_return=900"])
+    assert config.actor.num_actors == 3 and config.network.policy_layers == (64, 64)
+    assert config.target_return == 900.0
+    path = tmp_path / "c.yaml"
+    save_config(config, path)
+    assert load_config(path) == config
+    assert yaml.safe_load(path.read_text())["actor"]["num_actors"] == 3
+
+
+def test_override_syntax_error():
+    with pytest.raises(ConfigError, match="section.key=value"):
+        config_from_dict({}, ["actor.num_actors"])
+
+
+def test_replace_dotted_and_comm_bits_auto():
+    config = ExperimentConfig()
+    assert config.comm_bits == 8  # int8 actors default to 8-bit messages
+    fp32 = replace(config, **{"actor.precision": "fp32"})
+    assert fp32.comm_bits == 32 and fp32.actor.num_actors == config.actor.num_actors
+    assert replace(config, **{"quantizer.comm_bits": 4}).comm_bits == 4
+    assert to_dict(config)["network"]["policy_layers"] == [2048, 2048, 2048]
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("actor: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
