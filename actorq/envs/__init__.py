@@ -27,6 +27,10 @@ GYM_TASKS = {
 """Gymnasium tasks ActorQ runs (classic control; discrete ones use DQN, continuous ones D4PG)."""
 
 
+_ZERO = np.float32(0.0)
+_ONE = np.float32(1.0)
+
+
 class UnknownTaskError(ValueError):
     """The task is not one ActorQ knows; the message lists the valid ones."""
 
@@ -102,7 +106,7 @@ class FlatDmcEnvironment(dm_env.Environment):
         self._steps += 1
         ts = self._flat(self._env.step(action))
         if self._max_steps and self._steps >= self._max_steps and not ts.last():
-            ts = dm_env.truncation(ts.reward, ts.observation)
+            ts = dm_env.TimeStep(dm_env.StepType.LAST, ts.reward, _ONE, ts.observation)
         return ts
 
     def observation_spec(self):
@@ -149,13 +153,14 @@ class GymnasiumEnvironment(dm_env.Environment):
         obs, reward, terminated, truncated, _ = self._env.step(act)
         obs = np.asarray(obs, np.float32).ravel()
         reward = np.float32(reward)
+        # Explicit float32 discounts: Acme's adder writes what it is given, and the table signature is float32.
         if terminated:
             self._reset_next = True
-            return dm_env.termination(reward, obs)
+            return dm_env.TimeStep(dm_env.StepType.LAST, reward, _ZERO, obs)
         if truncated:
             self._reset_next = True
-            return dm_env.truncation(reward, obs)
-        return dm_env.transition(reward, obs)
+            return dm_env.TimeStep(dm_env.StepType.LAST, reward, _ONE, obs)
+        return dm_env.TimeStep(dm_env.StepType.MID, reward, _ONE, obs)
 
     def observation_spec(self):
         return specs.Array((self._obs_dim,), np.float32, name="observation")

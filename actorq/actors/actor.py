@@ -1,0 +1,223 @@
+"""The quantized actor: a torch policy at its precision, per-actor exploration, Acme's adder, weight pulls.
+
+Every pull is timed into the paper's runtime breakdown (pull, decode, apply) alongside inference, env and adder
+time. A message that fails validation is logged with its specific error, counted, and ignored: the actor keeps
+acting on its last good weights.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+import dm_env
+import numpy as np
+
+from actorq.actors.policy import QuantizedPolicy
+from actorq.config import ExperimentConfig
+from actorq.core import Adder, WeightSubscriber
+from actorq.quantize.codec import WeightMessageError, decode_message, read_header
+from actorq.types import Timers
+
+log = logging.getLogger(__name__)
+
+
+def exploration_sigma(actor_id: int, num_actors: int, sigma_max: float) -> float:
+    """D4PG Gaussian sigma of actor ``actor_id``: evenly spread over (0, sigma_max].
+
+    sigma_i = sigma_max * (i + 1) / N. The paper spread sigma "uniformly between 0 and 0.2"; we leave out the
+    zero end so that no actor's experience is entirely noise-free (a sigma-0 actor only repeats the policy).
+    """
+    return sigma_max * (actor_id + 1) / num_actors
+
+
+def exploration_epsilon(actor_id: int, num_actors: int, eps_min: float, eps_max: float) -> float:
+    """DQN epsilon of actor ``actor_id``: log-uniform from eps_max (actor 0) down to eps_min (last actor).
+
+    epsilon_i = eps_max * (eps_min / eps_max) ** (i / (N - 1)), as Ape-X spreads epsilons; eps_max when N == 1.
+    """
+    if num_actors == 1 or eps_max == 0:
+        return eps_max
+    return float(eps_max * (max(eps_min, 1e-8) / eps_max) ** (actor_id / (num_actors - 1)))
+
+
+@dataclass
+class WeightState:
+    """What the actor knows about the weights it runs."""
+
+    version: int = -1
+    learner_step: int = -1
+    received: int = 0
+    rejected: int = 0
+    last_error: str = ""
+
+
+class QuantizedActor:
+    """Acme-style actor (select_action / observe_first / observe / update) over a QuantizedPolicy."""
+
+    def __init__(
+        self,
+        config: ExperimentConfig,
+        policy: QuantizedPolicy,
+        adder: Adder | None,
+        subscriber: WeightSubscriber,
+        actor_id: int = 0,
+        seed: int = 0,
+        action_low: np.ndarray | None = None,
+        action_high: np.ndarray | None = None,
+        timers: Timers | None = None,
+    ):
+        self._config = config
+        self._policy = policy
+        self._adder = adder
+        self._subscriber = subscriber
+        self._rng = np.random.default_rng(seed)
+        self._low, self._high = action_low, action_high
+        self._discrete = config.algorithm == "dqn"
+        n = config.actor.num_actors
+        self.sigma = exploration_sigma(actor_id, n, config.actor.sigma_max)
+        self.epsilon = exploration_epsilon(actor_id, n, config.actor.epsilon_min, config.actor.epsilon_max)
+        self.timers = timers or Timers()
+        self.weights = WeightState()
+        self._expected = policy.expected_shapes()
+        self._steps_since_pull = 0
+        self._async = config.actor.async_update
+        self._pending = None  # prepared weights from the async updater: (prepared, header)
+        self._pending_lock = threading.Lock()
+        self._updater: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+
+    # -- acting ------------------------------------------------------------------------------------------------
+    def select_action(self, observation: np.ndarray) -> np.ndarray:
+        with self.timers.time("inference"):
+            out = self._policy(observation)
+        if self._discrete:
+            if self._rng.random() < self.epsilon:
+                return np.int32(self._rng.integers(out.shape[-1]))
+            return np.int32(np.argmax(out))
+        action = out.reshape(-1)
+        if self.sigma > 0:
+            action = action + self._rng.normal(0.0, self.sigma, size=action.shape).astype(np.float32)
+        return np.clip(action, self._low, self._high).astype(np.float32)
+
+    def observe_first(self, timestep: dm_env.TimeStep) -> None:
+        if self._adder is not None:
+            with self.timers.time("adder"):
+                self._adder.add_first(timestep)
+
+    def observe(self, action: np.ndarray, next_timestep: dm_env.TimeStep) -> None:
+        if self._adder is not None:
+            with self.timers.time("adder"):
+                self._adder.add(action, next_timestep)
+        self._steps_since_pull += 1
+
+    # -- weights -----------------------------------------------------------------------------------------------
+    def update(self, wait: bool = False) -> None:
+        """Pull new weights every ``update_period`` env steps (or now when ``wait``)."""
+        if self._async:
+            self._install_pending()
+            if wait or self._steps_since_pull >= self._config.actor.update_period:
+                self._steps_since_pull = 0
+                self._ensure_updater()
+                self._wake.set()
+            return
+        if wait or self._steps_since_pull >= self._config.actor.update_period:
+            self._steps_since_pull = 0
+            self._pull_and_apply()
+
+    def _fetch(self):
+        """Pull the newest message; return (buffer, header) when it is newer than ours, else None."""
+        with self.timers.time("pull"):
+            try:
+                buf = self._subscriber.latest()
+            except Exception as exc:  # the replay link may be down: keep acting on what we have
+                log.warning("weight pull failed (%s); keeping weights v%d", exc, self.weights.version)
+                return None
+        if buf is None:
+            return None
+        try:
+            header = read_header(buf)
+        except WeightMessageError as exc:
+            self._reject(exc)
+            return None
+        if header.version <= self.weights.version:
+            if header.version < self.weights.version:
+                self._reject(WeightMessageError(f"old message v{header.version} < applied v{self.weights.version}"))
+            return None
+        return buf, header
+
+    def _pull_and_apply(self) -> bool:
+        fetched = self._fetch()
+        if fetched is None:
+            return False
+        buf, header = fetched
+        try:
+            with self.timers.time("decode"):
+                message = decode_message(buf, expected=self._expected)
+            with self.timers.time("apply"):
+                self._policy.apply(message)
+        except WeightMessageError as exc:
+            self._reject(exc)
+            return False
+        self._accept(header)
+        return True
+
+    def _reject(self, exc: Exception) -> None:
+        self.weights.rejected += 1
+        self.weights.last_error = f"{type(exc).__name__}: {exc}"
+        log.error("rejected weight message (%s); keeping weights v%d", self.weights.last_error, self.weights.version)
+
+    def _accept(self, header) -> None:
+        self.weights.version = header.version
+        self.weights.learner_step = header.learner_step
+        self.weights.received += 1
+
+    # -- async updates: pull/decode/prepare on a thread, swap on the acting thread -----------------------------
+    def _ensure_updater(self) -> None:
+        if self._updater is None:
+            self._updater = threading.Thread(target=self._updater_loop, name="weight-updater", daemon=True)
+            self._updater.start()
+
+    def _updater_loop(self) -> None:
+        while not self._stop.is_set():
+            if not self._wake.wait(timeout=0.5):
+                continue
+            self._wake.clear()
+            fetched = self._fetch()
+            if fetched is None:
+                continue
+            buf, header = fetched
+            try:
+                with self.timers.time("decode"):
+                    message = decode_message(buf, expected=self._expected)
+                    prepared = self._policy.prepare(message)
+            except WeightMessageError as exc:
+                self._reject(exc)
+                continue
+            with self._pending_lock:
+                self._pending = (prepared, header)
+
+    def _install_pending(self) -> None:
+        with self._pending_lock:
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            with self.timers.time("apply"):
+                self._policy.install(pending[0])
+            self._accept(pending[1])
+
+    def wait_for_weights(self, timeout_s: float, stop: threading.Event | None = None) -> bool:
+        """Block (polling) until a first message is applied; False on timeout or stop."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not (stop and stop.is_set()):
+            if self._pull_and_apply():
+                return True
+            time.sleep(0.2)
+        return self.weights.version >= 0
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._updater is not None:
+            self._updater.join(timeout=2)

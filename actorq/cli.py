@@ -1,0 +1,193 @@
+"""The ``actorq`` command: train, role, bench and the QuaRL study subcommands.
+
+Every subcommand validates its input before starting any process, and reports problems as one ``error:`` line
+that says what is wrong and how to fix it (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from actorq.config import COMM_BITS, LAUNCHERS, PRECISIONS, ConfigError, load_config, replace, save_config
+
+log = logging.getLogger("actorq")
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A user error: printed as ``error: ...`` with exit status 2."""
+
+
+# -- train --------------------------------------------------------------------------------------------------------
+def _train_overrides(args: argparse.Namespace) -> dict:
+    changes = {}
+    if args.precision:
+        changes["actor.precision"] = args.precision
+    if args.comm_bits is not None:
+        changes["quantizer.comm_bits"] = args.comm_bits
+    if args.actors is not None:
+        changes["actor.num_actors"] = args.actors
+    if args.launcher:
+        changes["launcher"] = args.launcher
+    if args.max_minutes is not None:
+        changes["max_minutes"] = args.max_minutes
+    if args.max_actor_steps is not None:
+        changes["max_actor_steps"] = args.max_actor_steps
+    if args.target_return is not None:
+        changes["target_return"] = args.target_return
+    if args.seed is not None:
+        changes["seed"] = args.seed
+    return changes
+
+
+def resolve_train_config(args: argparse.Namespace):
+    """The config a train command means: file (or a resumed run's), ``key=value`` overrides, then flags."""
+    from actorq.envs import validate_task
+
+    if args.resume:
+        run_dir = Path(args.resume)
+        path = run_dir / "config.yaml"
+        if not path.is_file():
+            raise CliError(f"--resume {run_dir}: no config.yaml there; pass the RUN_DIR of an earlier actorq train")
+    else:
+        if not args.config:
+            raise CliError("train needs a CONFIG file (e.g. configs/dqn/gym_cartpole.yaml) or --resume RUN_DIR")
+        path = Path(args.config)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / f"{path.stem}-{stamp}"
+    config = load_config(path, args.overrides)
+    config = replace(config, **_train_overrides(args))
+    validate_task(config.env)
+    return config, run_dir
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    config, run_dir = resolve_train_config(args)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path = run_dir / "config.yaml"
+    save_config(config, config_path)
+    if not args.resume and (run_dir / "summary.json").exists():
+        (run_dir / "summary.json").unlink()
+    sys.stdout.write(f"run directory: {run_dir}\n")
+    if config.launcher == "local":
+        from launch.local import LocalLauncher
+
+        return LocalLauncher(config, run_dir, config_path, quiet=args.quiet).run()
+    if config.launcher == "launchpad":
+        from launch.launchpad_launcher import LaunchpadLauncher
+
+        return LaunchpadLauncher(config, run_dir, config_path, quiet=args.quiet).run()
+    from launch.inprocess import run_inprocess
+
+    return run_inprocess(config, run_dir, quiet=args.quiet)
+
+
+# -- role ---------------------------------------------------------------------------------------------------------
+def cmd_role(args: argparse.Namespace) -> int:
+    from actorq.roles import main as role_main
+    from actorq.roles.common import setup_logging
+
+    setup_logging(args.log_level)
+    config = load_config(args.config, args.overrides)
+    if args.role != "replay" and not args.replay_address:
+        raise CliError(f"role {args.role} needs --replay-address HOST:PORT (the replay role's address)")
+    return role_main(
+        args.role,
+        config,
+        args.run_dir,
+        address=args.replay_address,
+        index=args.index,
+        port=args.port,
+        connect_timeout_s=args.connect_timeout,
+    )
+
+
+def cmd_tasks(_args: argparse.Namespace) -> int:
+    from actorq.envs import GYM_TASKS, dmc_tasks
+
+    sys.stdout.write("dmc (algorithm d4pg):\n  " + "\n  ".join(dmc_tasks()) + "\n")
+    sys.stdout.write("gym:\n  " + "\n  ".join(f"{t} ({k})" for t, k in GYM_TASKS.items()) + "\n")
+    return 0
+
+
+# -- parser -------------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="actorq", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="train with quantized actors (learner, quantizer, actors, evaluator)")
+    train.add_argument("config", nargs="?", help="YAML config, e.g. configs/d4pg/dmc_cartpole_balance.yaml")
+    train.add_argument("overrides", nargs="*", help="section.key=value overrides, e.g. learner.batch_size=128")
+    train.add_argument("--precision", choices=PRECISIONS)
+    train.add_argument("--comm-bits", type=int, choices=COMM_BITS)
+    train.add_argument("--actors", type=int)
+    train.add_argument("--launcher", choices=LAUNCHERS)
+    train.add_argument("--run-dir")
+    train.add_argument("--max-minutes", type=float)
+    train.add_argument("--max-actor-steps", type=int)
+    train.add_argument("--target-return", type=float)
+    train.add_argument("--seed", type=int)
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    train.add_argument("--quiet", action="store_true", help="no live progress view")
+    train.set_defaults(func=cmd_train)
+
+    role = sub.add_parser("role", help="run one role process (how launchers, Docker and other hosts start roles)")
+    role.add_argument("role", choices=("replay", "learner", "quantizer", "actor", "evaluator"))
+    role.add_argument("--config", required=True)
+    role.add_argument("--run-dir", required=True)
+    role.add_argument("--replay-address", help="HOST:PORT of the replay role")
+    role.add_argument("--port", type=int, help="replay: port to serve on (default: config or a free one)")
+    role.add_argument("--index", type=int, default=0, help="actor: its index (sets exploration and seed)")
+    role.add_argument("--connect-timeout", type=float, default=60.0, help="seconds to retry reaching replay")
+    role.add_argument("--log-level", default="INFO")
+    role.add_argument("overrides", nargs="*")
+    role.set_defaults(func=cmd_role)
+
+    tasks = sub.add_parser("tasks", help="list the tasks ActorQ can train on")
+    tasks.set_defaults(func=cmd_tasks)
+
+    bench = sub.add_parser("bench", help="benchmarks")
+    bench_sub = bench.add_subparsers(dest="bench", required=True)
+    _add_optional(bench_sub, "actorq.bench.policy", "add_parser")
+    _add_optional(bench_sub, "actorq.bench.actors", "add_parser")
+    _add_optional(bench_sub, "actorq.studies.cli", "add_bench_parser")
+    _add_optional(sub, "actorq.studies.cli", "add_subcommands")
+    _add_optional(sub, "actorq.report.cli", "add_subcommands")
+    return parser
+
+
+def _add_optional(subparsers, module: str, function: str) -> None:
+    """Register subcommands a module provides (modules import their heavy dependencies lazily)."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("actorq"):
+            return
+        raise
+    getattr(mod, function)(subparsers)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s: %(message)s",
+                            datefmt="%H:%M:%S")
+    from actorq.envs import UnknownTaskError
+
+    try:
+        return int(args.func(args) or 0)
+    except (ConfigError, UnknownTaskError, CliError) as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""Full-precision TensorFlow learners built on Acme's own D4PG and DQN learners (never torch).
+
+``make_learner(config, environment_spec, replay_address, checkpoint_dir)`` returns an :class:`AcmeLearner`:
+``step()`` takes one Acme learner step, ``get_variables()`` returns the policy's fp32 variables keyed by their TF
+names (what ``actorq.networks.mapping`` converts to torch keys), ``save(force)`` checkpoints learner variables,
+optimizer state and counters through Acme's checkpointer (restored automatically on construction).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sonnet as snt
+import tensorflow as tf
+from acme import specs as acme_specs
+from acme.agents.tf.d4pg import learning as d4pg_learning
+from acme.agents.tf.dqn import learning as dqn_learning
+from acme.tf import savers as tf2_savers
+from acme.tf import utils as tf2_utils
+from acme.utils import counting
+
+from actorq.config import ExperimentConfig
+from actorq.networks import tf_nets
+
+log = logging.getLogger(__name__)
+
+
+class _LastResult:
+    """An Acme logger that keeps the learner's last fetches (losses) for our own metrics."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def write(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def close(self) -> None:
+        pass
+
+
+def configure_tensorflow(threads: int = 0) -> list[str]:
+    """Use a GPU when TensorFlow sees one (memory growth on), limit CPU threads if asked; returns GPU names."""
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    return [g.name for g in gpus]
+
+
+class AcmeLearner:
+    """An Acme TF learner plus what the learner role needs around it."""
+
+    def __init__(
+        self,
+        learner: Any,
+        policy: snt.Module,
+        counter: counting.Counter,
+        results: _LastResult,
+        objects_to_save: dict[str, Any],
+        checkpoint_dir: str | Path | None,
+        checkpoint_period_s: float,
+    ):
+        self._learner = learner
+        self._policy = policy
+        self._counter = counter
+        self._results = results
+        self._num_steps = objects_to_save["num_steps"]
+        self._checkpointer = None
+        if checkpoint_dir is not None:
+            self._checkpointer = tf2_savers.Checkpointer(
+                objects_to_save=objects_to_save,
+                directory=str(checkpoint_dir),
+                subdirectory="learner",
+                time_delta_minutes=max(checkpoint_period_s, 1.0) / 60.0,
+                add_uid=False,
+                max_to_keep=2,
+            )
+
+    @property
+    def steps(self) -> int:
+        """Learner steps taken (restored from a checkpoint on resume)."""
+        return int(self._num_steps.numpy())
+
+    @property
+    def losses(self) -> dict[str, float]:
+        """The last step's losses."""
+        return {k: float(np.asarray(v)) for k, v in self._results.data.items() if "loss" in k}
+
+    def step(self) -> None:
+        self._learner.step()
+
+    def get_variables(self) -> dict[str, np.ndarray]:
+        """The policy network's variables (fp32 numpy), keyed by TF variable name."""
+        return tf_nets.policy_variables(self._policy)
+
+    def save(self, force: bool = False) -> bool:
+        """Checkpoint when the period has passed (or now when ``force``); returns whether it saved."""
+        return bool(self._checkpointer and self._checkpointer.save(force=force))
+
+    @property
+    def policy_module(self) -> snt.Module:
+        return self._policy
+
+
+def _make_d4pg(config, spec, iterator, counter, results, checkpoint_dir) -> AcmeLearner:
+    nets = tf_nets.make_d4pg_networks(
+        spec.actions,
+        config.network.policy_layers,
+        config.network.critic_layers,
+        config.network.vmin,
+        config.network.vmax,
+        config.network.num_atoms,
+    )
+    policy, critic = nets["policy"], nets["critic"]
+    target_policy, target_critic = copy.deepcopy(policy), copy.deepcopy(critic)
+    for net in (policy, target_policy):
+        tf2_utils.create_variables(net, [spec.observations])
+    for net in (critic, target_critic):
+        tf2_utils.create_variables(net, [spec.observations, spec.actions])
+    policy_opt = snt.optimizers.Adam(config.learner.policy_lr)
+    critic_opt = snt.optimizers.Adam(config.learner.critic_lr)
+    learner = d4pg_learning.D4PGLearner(
+        policy_network=policy,
+        critic_network=critic,
+        target_policy_network=target_policy,
+        target_critic_network=target_critic,
+        discount=config.replay.discount,
+        target_update_period=config.learner.target_update_period,
+        dataset_iterator=iterator,
+        policy_optimizer=policy_opt,
+        critic_optimizer=critic_opt,
+        clipping=True,
+        counter=counter,
+        logger=results,
+        checkpoint=False,
+    )
+    # Adam slots are created lazily; create them now so a checkpoint restore has somewhere to go.
+    policy_opt._initialize(policy.trainable_variables)  # noqa: SLF001
+    critic_opt._initialize(critic.trainable_variables)  # noqa: SLF001
+    objects = {
+        "counter": counter,
+        "policy": policy,
+        "critic": critic,
+        "target_policy": target_policy,
+        "target_critic": target_critic,
+        "policy_optimizer": policy_opt,
+        "critic_optimizer": critic_opt,
+        "num_steps": learner._num_steps,  # noqa: SLF001
+    }
+    return AcmeLearner(learner, policy, counter, results, objects, checkpoint_dir, config.learner.checkpoint_period_s)
+
+
+def _make_dqn(config, spec, address, counter, results, checkpoint_dir) -> AcmeLearner:
+    from actorq.replay.client import new_client
+    from actorq.replay.experience import make_dataset
+
+    network = tf_nets.make_dqn_network(spec.actions.num_values, config.network.policy_layers)
+    target = copy.deepcopy(network)
+    for net in (network, target):
+        tf2_utils.create_variables(net, [spec.observations])
+    learner = dqn_learning.DQNLearner(
+        network=network,
+        target_network=target,
+        discount=config.replay.discount,
+        importance_sampling_exponent=config.replay.importance_sampling_exponent,
+        learning_rate=config.learner.learning_rate,
+        target_update_period=config.learner.target_update_period,
+        dataset=make_dataset(address, config),
+        huber_loss_parameter=config.learner.huber_loss_parameter,
+        # Acme's DQN learner writes |TD error| priorities back to the table after every step.
+        replay_client=new_client(address) if config.replay.prioritized else None,
+        counter=counter,
+        logger=results,
+        checkpoint=False,
+        max_gradient_norm=config.learner.max_gradient_norm or None,
+    )
+    objects = dict(learner.state)
+    objects["counter"] = counter
+    return AcmeLearner(learner, network, counter, results, objects, checkpoint_dir, config.learner.checkpoint_period_s)
+
+
+def make_learner(
+    config: ExperimentConfig,
+    environment_spec: acme_specs.EnvironmentSpec,
+    replay_address: str,
+    checkpoint_dir: str | Path | None = None,
+) -> AcmeLearner:
+    """Build the configured Acme learner reading from the replay at ``replay_address``."""
+    counter = counting.Counter()
+    results = _LastResult()
+    if config.algorithm == "d4pg":
+        from actorq.replay.experience import make_dataset_iterator
+
+        iterator = make_dataset_iterator(replay_address, config)
+        return _make_d4pg(config, environment_spec, iterator, counter, results, checkpoint_dir)
+    return _make_dqn(config, environment_spec, replay_address, counter, results, checkpoint_dir)

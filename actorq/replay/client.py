@@ -1,0 +1,54 @@
+"""Connecting to a Reverb server with bounded retries and a clear error when it cannot be reached."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import reverb
+
+log = logging.getLogger(__name__)
+
+
+class ReplayUnreachableError(ConnectionError):
+    """The replay server did not answer within the retry budget."""
+
+
+def wait_for_server(address: str, timeout_s: float = 60.0, attempt_timeout_s: int = 2) -> reverb.Client:
+    """Return a client once ``address`` answers ``server_info``; retry with backoff until ``timeout_s``.
+
+    Raises:
+        ReplayUnreachableError: naming the address, how long was tried, and what to check.
+    """
+    if ":" not in address:
+        raise ReplayUnreachableError(f"replay address {address!r} is not HOST:PORT (e.g. localhost:8000)")
+    deadline = time.monotonic() + timeout_s
+    delay = 0.2
+    attempts = 0
+    last_error: Exception | None = None
+    while True:
+        attempts += 1
+        try:
+            client = reverb.Client(address)
+            client.server_info(timeout=attempt_timeout_s)
+            if attempts > 1:
+                log.info("connected to replay at %s after %d attempts", address, attempts)
+            return client
+        except Exception as exc:  # reverb raises RuntimeError / DeadlineExceededError variants
+            last_error = exc
+        if time.monotonic() + delay > deadline:
+            raise ReplayUnreachableError(
+                f"replay server at {address} did not answer after {attempts} attempts over {timeout_s:.0f}s "
+                f"({type(last_error).__name__}: {str(last_error).splitlines()[0] if last_error else ''}). "
+                "Check that the replay role is running and the address/port is reachable from this host."
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
+connect = wait_for_server
+
+
+def new_client(address: str) -> reverb.Client:
+    """A plain Reverb client (no connectivity check); for callers outside this package that need one."""
+    return reverb.Client(address)

@@ -1,0 +1,45 @@
+"""Experience in and out of replay: Acme's n-step transition adder (actors) and Reverb dataset (learner)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import reverb
+from acme import datasets as acme_datasets
+from acme.adders import reverb as acme_adders
+
+from actorq.config import ExperimentConfig
+from actorq.replay.tables import EXPERIENCE_TABLE
+
+
+def make_adder(client: reverb.Client, config: ExperimentConfig) -> acme_adders.NStepTransitionAdder:
+    """Acme's n-step transition adder writing to the experience table (priority 1 for new items)."""
+    return acme_adders.NStepTransitionAdder(
+        client=client,
+        n_step=config.replay.n_step,
+        discount=config.replay.discount,
+        priority_fns={EXPERIENCE_TABLE: lambda _: 1.0},
+    )
+
+
+def make_dataset_iterator(address: str, config: ExperimentConfig) -> Iterator[reverb.ReplaySample]:
+    """Acme's Reverb dataset over the experience table, batched and prefetched, as an iterator."""
+    dataset = acme_datasets.make_reverb_dataset(
+        server_address=address,
+        batch_size=config.learner.batch_size,
+        prefetch_size=4,
+        table=EXPERIENCE_TABLE,
+        num_parallel_calls=2,  # small machines: more calls only add threads competing with actors
+    )
+    return iter(dataset)
+
+
+def make_dataset(address: str, config: ExperimentConfig):
+    """The tf.data.Dataset itself (Acme's DQN learner takes a dataset, D4PG an iterator)."""
+    return acme_datasets.make_reverb_dataset(
+        server_address=address,
+        batch_size=config.learner.batch_size,
+        prefetch_size=4,
+        table=EXPERIENCE_TABLE,
+        num_parallel_calls=2,
+    )

@@ -1,0 +1,84 @@
+"""One module per process: replay, learner, quantizer, actor, evaluator.
+
+Each holds a class with ``step()``/``run(stop)``; :func:`main` builds one from a config and runs it until SIGTERM or
+SIGINT, which is how ``actorq role NAME`` (and so the local, launchpad and Docker launchers) start processes.
+Heavy imports (TensorFlow, torch, reverb) happen inside :func:`main`, so importing this package is cheap.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from pathlib import Path
+
+from actorq.config import ExperimentConfig
+from actorq.roles.common import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, install_stop_handlers, quiet_tensorflow
+
+log = logging.getLogger(__name__)
+
+ROLE_NAMES = ("replay", "learner", "quantizer", "actor", "evaluator")
+
+
+def build_role(
+    role: str,
+    config: ExperimentConfig,
+    run_dir: str | Path,
+    address: str | None = None,
+    index: int = 0,
+    port: int | None = None,
+    connect_timeout_s: float = 60,
+):
+    """Construct the role object (connects to replay; may raise ReplayUnreachableError)."""
+    quiet_tensorflow()
+    if role == "replay":
+        from actorq.roles.replay import ReplayRole
+
+        return ReplayRole(config, run_dir, port=port)
+    if address is None:
+        raise ValueError(f"role {role} needs --replay-address HOST:PORT")
+    if role == "learner":
+        from actorq.roles.learner import LearnerRole
+
+        return LearnerRole(config, run_dir, address, connect_timeout_s)
+    if role == "quantizer":
+        from actorq.roles.quantizer import QuantizerRole
+
+        return QuantizerRole(config, run_dir, address, connect_timeout_s)
+    if role == "actor":
+        from actorq.roles.actor import ActorRole
+
+        return ActorRole(config, run_dir, address, actor_id=index, connect_timeout_s=connect_timeout_s)
+    if role == "evaluator":
+        from actorq.roles.evaluator import EvaluatorRole
+
+        return EvaluatorRole(config, run_dir, address, connect_timeout_s)
+    raise ValueError(f"unknown role {role!r}; choose one of: {', '.join(ROLE_NAMES)}")
+
+
+def main(
+    role: str,
+    config: ExperimentConfig,
+    run_dir: str | Path,
+    address: str | None = None,
+    index: int = 0,
+    port: int | None = None,
+    connect_timeout_s: float = 60,
+    stop: threading.Event | None = None,
+) -> int:
+    """Run one role until stopped; returns the process exit status (0 ok, 1 failed, 3 replay unreachable)."""
+    from actorq.replay.client import ReplayUnreachableError
+
+    stop = stop or threading.Event()
+    install_stop_handlers(stop)
+    try:
+        instance = build_role(role, config, run_dir, address, index, port, connect_timeout_s)
+    except ReplayUnreachableError as exc:
+        log.error("%s", exc)
+        return EXIT_UNREACHABLE
+    try:
+        instance.run(stop)
+    except Exception:
+        log.error("role %s failed:\n%s", role, traceback.format_exc())
+        return EXIT_FAILED
+    return EXIT_OK

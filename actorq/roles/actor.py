@@ -1,0 +1,146 @@
+"""Actor role: one CPU actor process running the quantized torch policy and feeding the experience table."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from actorq.actors.actor import QuantizedActor
+from actorq.actors.policy import QuantizedPolicy
+from actorq.config import ExperimentConfig
+from actorq.envs import environment_spec, make_environment
+from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, connect
+from actorq.replay.experience import make_adder
+from actorq.roles.common import RoleBase
+from actorq.types import BREAKDOWN_COMPONENTS, Timers
+
+log = logging.getLogger(__name__)
+
+
+def build_policy(config: ExperimentConfig, precision: str | None = None) -> QuantizedPolicy:
+    """The torch policy for this experiment's task and network at ``precision`` (default: the actor's)."""
+    spec = environment_spec(config.env)
+    return QuantizedPolicy(
+        algorithm=config.algorithm,
+        obs_dim=spec.obs_dim,
+        out_dim=spec.num_actions,
+        layers=tuple(config.network.policy_layers),
+        precision=precision or config.actor.precision,
+        action_low=spec.action_low,
+        action_high=spec.action_high,
+        threads=config.actor.threads,
+    )
+
+
+class ActorRole(RoleBase):
+    """Runs episodes; one env step per ``step()``; pulls weights every ``actor.update_period`` steps."""
+
+    name = "actor"
+
+    def __init__(
+        self,
+        config: ExperimentConfig,
+        run_dir: str | Path,
+        address: str,
+        actor_id: int = 0,
+        connect_timeout_s: float = 60,
+    ):
+        super().__init__(config, run_dir, index=actor_id)
+        self.actor_id = actor_id
+        client = connect(address, timeout_s=connect_timeout_s)
+        seed = config.seed * 1000 + 17 * (actor_id + 1)
+        self.env = make_environment(config.env, seed=seed)
+        spec = environment_spec(config.env)
+        self.timers = Timers()
+        self.actor = QuantizedActor(
+            config,
+            build_policy(config),
+            make_adder(client, config),
+            ReverbWeightSubscriber(client, POLICY_TABLE),
+            actor_id=actor_id,
+            seed=seed,
+            action_low=spec.action_low,
+            action_high=spec.action_high,
+            timers=self.timers,
+        )
+        self.steps = 0
+        self.episodes = 0
+        self.episode_return = 0.0
+        self.last_return: float | None = None
+        self._timestep = None
+        self._rate_t, self._rate_steps = time.monotonic(), 0
+        log.info(
+            "actor %d: precision=%s sigma=%.3f epsilon=%.3f",
+            actor_id,
+            config.actor.precision,
+            self.actor.sigma,
+            self.actor.epsilon,
+        )
+
+    def step(self) -> None:
+        if self._timestep is None or self._timestep.last():
+            if self._timestep is not None:
+                self.episodes += 1
+                self.last_return = self.episode_return
+            with self.timers.time("env"):
+                self._timestep = self.env.reset()
+            self.episode_return = 0.0
+            self.actor.observe_first(self._timestep)
+        action = self.actor.select_action(self._timestep.observation)
+        with self.timers.time("env"):
+            self._timestep = self.env.step(action)
+        self.actor.observe(action, self._timestep)
+        self.episode_return += float(self._timestep.reward or 0.0)
+        self.steps += 1
+        self.actor.update()
+
+    def write_metrics(self) -> None:
+        now = time.monotonic()
+        rate = (self.steps - self._rate_steps) / max(now - self._rate_t, 1e-9)
+        self._rate_t, self._rate_steps = now, self.steps
+        totals = self.timers.snapshot()
+        row = {
+            "step": self.steps,
+            "elapsed": time.time() - self.started,
+            "steps_per_s": rate,
+            "episodes": self.episodes,
+            "episode_return": self.last_return,
+            "weights_version": self.actor.weights.version,
+            "weights_learner_step": self.actor.weights.learner_step,
+            "broadcasts_received": self.actor.weights.received,
+            "rejected_messages": self.actor.weights.rejected,
+            "sigma": self.actor.sigma,
+            "epsilon": self.actor.epsilon,
+        }
+        for name in BREAKDOWN_COMPONENTS:
+            row[f"{name}_s"] = totals.get(name, 0.0)
+        self.metrics.write(row)
+
+    def run(self, stop: threading.Event) -> None:
+        log.info("actor %d waiting for its first weights", self.actor_id)
+        if not self.actor.wait_for_weights(timeout_s=1800, stop=stop):
+            log.warning("actor %d: no weights arrived before stop", self.actor_id)
+            self.close()
+            return
+        log.info("actor %d: weights v%d applied; acting", self.actor_id, self.actor.weights.version)
+        try:
+            super().run(stop)
+        finally:
+            self.actor.close()
+            self.env.close()
+
+
+def greedy_episode(env, policy: QuantizedPolicy, discrete: bool) -> float:
+    """Return of one episode acting greedily (no exploration) with ``policy``."""
+    timestep = env.reset()
+    total = 0.0
+    while not timestep.last():
+        out = policy(timestep.observation)
+        action = np.int32(np.argmax(out)) if discrete else out.reshape(-1).astype(np.float32)
+        timestep = env.step(action)
+        total += float(timestep.reward or 0.0)
+    return total

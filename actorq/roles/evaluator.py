@@ -1,0 +1,108 @@
+"""Evaluator role: greedy episodes with the learner's fp32 policy (and optionally the quantized actor policy).
+
+The fp32 policy is the learner's own function: its weights come from the learner-weights table through the same
+explicit TF-to-torch mapping the quantizer uses (parity-tested against TF). Each row records the return against
+wall time, learner steps and total actor steps (the experience table's insert count).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from actorq.config import ExperimentConfig
+from actorq.envs import make_environment
+from actorq.networks.mapping import tf_to_torch_state
+from actorq.quantize.codec import WeightMessageError, decode_message, encode_message, read_header
+from actorq.replay import LEARNER_WEIGHTS_TABLE, POLICY_TABLE, ReverbWeightSubscriber, connect, experience_inserts
+from actorq.roles.actor import build_policy, greedy_episode
+from actorq.roles.common import Periodic, RoleBase
+
+log = logging.getLogger(__name__)
+
+
+class EvaluatorRole(RoleBase):
+    """Every ``evaluator.period_s`` seconds, evaluates the newest learner weights for ``evaluator.episodes``."""
+
+    name = "evaluator"
+
+    def __init__(self, config: ExperimentConfig, run_dir: str | Path, address: str, connect_timeout_s: float = 60):
+        super().__init__(config, run_dir)
+        self._client = connect(address, timeout_s=connect_timeout_s)
+        self._learner_sub = ReverbWeightSubscriber(self._client, LEARNER_WEIGHTS_TABLE)
+        self._policy_sub = ReverbWeightSubscriber(self._client, POLICY_TABLE)
+        self._env = make_environment(config.env, seed=config.seed * 1000 + 999)
+        self._fp32 = build_policy(config, precision="fp32")
+        self._quantized = build_policy(config) if config.evaluator.evaluate_quantized else None
+        self._discrete = config.algorithm == "dqn"
+        self._due = Periodic(config.evaluator.period_s)
+        self._first = True
+        self.evaluations = 0
+        self.best_return: float | None = None
+
+    def step(self) -> None:
+        if not (self._first or self._due.due()):
+            time.sleep(0.1)
+            return
+        buf = self._learner_sub.latest()
+        if buf is None:
+            time.sleep(0.5)
+            return
+        self._first = False
+        try:
+            learner_step = self._load_fp32(buf)
+        except WeightMessageError as exc:
+            log.error("evaluator rejected learner weights: %s", exc)
+            return
+        inserts, _ = experience_inserts(self._client)
+        started = time.monotonic()
+        returns = [greedy_episode(self._env, self._fp32, self._discrete) for _ in range(self.config.evaluator.episodes)]
+        row = {
+            "step": learner_step,
+            "elapsed": time.time() - self.started,
+            "actor_steps": inserts,
+            "eval_return": float(np.mean(returns)),
+            "eval_return_std": float(np.std(returns)),
+            "eval_seconds": time.monotonic() - started,
+        }
+        if self._quantized is not None:
+            row.update(self._evaluate_quantized())
+        self.best_return = row["eval_return"] if self.best_return is None else max(self.best_return, row["eval_return"])
+        self.evaluations += 1
+        self.metrics.write(row)
+        log.info("eval @ learner step %d, actor steps %d: return %.1f", learner_step, inserts, row["eval_return"])
+
+    def _load_fp32(self, buf) -> int:
+        message = decode_message(buf)
+        state = tf_to_torch_state(self.config.algorithm, message.float32_state(), tuple(self.config.network.policy_layers))
+        torch_msg = decode_message(
+            encode_message(state, version=message.version, learner_step=message.learner_step, precision="fp32", comm_bits=32),
+            expected=self._fp32.expected_shapes(),
+        )
+        self._fp32.apply(torch_msg)
+        return message.learner_step
+
+    def _evaluate_quantized(self) -> dict[str, float]:
+        buf = self._policy_sub.latest()
+        if buf is None:
+            return {}
+        try:
+            header = read_header(buf)
+            self._quantized.apply(decode_message(buf, expected=self._quantized.expected_shapes()))
+        except WeightMessageError as exc:
+            log.error("evaluator rejected quantized weights: %s", exc)
+            return {}
+        returns = [
+            greedy_episode(self._env, self._quantized, self._discrete) for _ in range(self.config.evaluator.episodes)
+        ]
+        return {"quantized_return": float(np.mean(returns)), "quantized_learner_step": header.learner_step}
+
+    def run(self, stop: threading.Event) -> None:
+        try:
+            super().run(stop)
+        finally:
+            self._env.close()

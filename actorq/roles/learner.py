@@ -1,0 +1,135 @@
+"""Learner role: Acme's TF learner in full precision, publishing fp32 weights for the quantizer.
+
+Publishing runs on a background thread with a one-slot mailbox (newest wins), so encoding and inserting a 34 MB
+message never stalls learning.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from actorq.config import ExperimentConfig
+from actorq.envs import make_environment
+from actorq.learners import configure_tensorflow, make_learner
+from actorq.quantize.codec import encode_message
+from actorq.replay import LEARNER_WEIGHTS_TABLE, ReverbWeightPublisher, connect
+from actorq.replay.tables import environment_spec_for
+from actorq.roles.common import RoleBase
+
+log = logging.getLogger(__name__)
+
+
+class _BackgroundPublisher:
+    """Encodes and publishes the newest variables on a thread; older pending ones are dropped."""
+
+    def __init__(self, publisher: ReverbWeightPublisher):
+        self._publisher = publisher
+        self._pending = None
+        self._cv = threading.Condition()
+        self._closed = False
+        self.last_ms = 0.0
+        self.last_bytes = 0
+        self.published = 0
+        self._thread = threading.Thread(target=self._loop, name="weight-publisher", daemon=True)
+        self._thread.start()
+
+    def submit(self, variables, step: int) -> None:
+        with self._cv:
+            self._pending = (variables, step)
+            self._cv.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while self._pending is None and not self._closed:
+                    self._cv.wait()
+                if self._pending is None:
+                    return
+                variables, step = self._pending
+                self._pending = None
+            started = time.perf_counter()
+            try:
+                # The version of a learner message is its step: monotonic, also across a resume.
+                buf = encode_message(variables, version=step, learner_step=step, precision="fp32", comm_bits=32)
+                self._publisher.publish(buf)
+                self.last_bytes = int(buf.nbytes)
+                self.published += 1
+            except Exception:
+                log.exception("publishing learner weights failed; will retry with the next weights")
+            self.last_ms = (time.perf_counter() - started) * 1e3
+
+    def close(self, flush: bool = True) -> None:
+        with self._cv:
+            if not flush:
+                self._pending = None
+            self._closed = True
+            self._cv.notify()
+        self._thread.join(timeout=30)
+
+
+class LearnerRole(RoleBase):
+    """One Acme learner step per ``step()``; publishes every ``publish_period`` steps; checkpoints periodically."""
+
+    name = "learner"
+
+    def __init__(self, config: ExperimentConfig, run_dir: str | Path, address: str, connect_timeout_s: float = 60):
+        super().__init__(config, run_dir)
+        self.gpus = configure_tensorflow()
+        log.info("learner devices: %s", self.gpus or "CPU only")
+        client = connect(address, timeout_s=connect_timeout_s)
+        env = make_environment(config.env, seed=config.seed)
+        spec = environment_spec_for(env)
+        env.close()
+        ckpt = self.run_dir / "checkpoints" if config.learner.checkpoint_period_s > 0 else None
+        self.learner = make_learner(config, spec, address, checkpoint_dir=ckpt)
+        self._publisher = _BackgroundPublisher(ReverbWeightPublisher(client, LEARNER_WEIGHTS_TABLE))
+        self._start_step = self.learner.steps
+        if self._start_step:
+            log.info("resumed learner at step %d", self._start_step)
+        # Actors need weights before they can act: publish the initial (or restored) policy right away.
+        self._publisher.submit(self.learner.get_variables(), self.learner.steps)
+        self._rate_t, self._rate_steps = time.monotonic(), self.learner.steps
+        self._step_time = 0.0
+
+    def step(self) -> None:
+        started = time.perf_counter()
+        self.learner.step()
+        self._step_time += time.perf_counter() - started
+        steps = self.learner.steps
+        if steps % self.config.learner.publish_period == 0:
+            self._publisher.submit(self.learner.get_variables(), steps)
+        self.learner.save()
+        if self.config.learner.max_steps and steps >= self.config.learner.max_steps:
+            raise _Done
+
+    def write_metrics(self) -> None:
+        now, steps = time.monotonic(), self.learner.steps
+        rate = (steps - self._rate_steps) / max(now - self._rate_t, 1e-9)
+        self._rate_t, self._rate_steps = now, steps
+        row = {
+            "step": steps,
+            "elapsed": time.time() - self.started,
+            "steps_per_s": rate,
+            "step_time_s": self._step_time,
+            "publish_ms": self._publisher.last_ms,
+            "published": self._publisher.published,
+            "message_bytes": self._publisher.last_bytes,
+        }
+        row.update(self.learner.losses)
+        self.metrics.write(row)
+
+    def run(self, stop: threading.Event) -> None:
+        try:
+            super().run(stop)
+        except _Done:
+            log.info("learner reached max_steps=%d", self.config.learner.max_steps)
+        finally:
+            self.learner.save(force=True)
+            self._publisher.close(flush=False)
+
+
+class _Done(Exception):
+    """Raised by step() when the learner's own step budget is spent."""

@@ -1,0 +1,110 @@
+"""Parameter-quantizer role: learner fp32 weights -> torch state dict -> actor precision / wire bits -> actors.
+
+Versions keep increasing across restarts: a restarted quantizer reads the version of the message already in the
+policy table and continues above it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from actorq.config import ExperimentConfig
+from actorq.networks.mapping import tf_to_torch_state
+from actorq.quantize.codec import WeightMessageError, decode_message, encode_message, read_header
+from actorq.replay import (
+    LEARNER_WEIGHTS_TABLE,
+    POLICY_TABLE,
+    ReverbWeightPublisher,
+    ReverbWeightSubscriber,
+    connect,
+)
+from actorq.roles.common import RoleBase
+
+log = logging.getLogger(__name__)
+
+
+class QuantizerRole(RoleBase):
+    """Polls for new learner weights; converts, quantizes, encodes and publishes each new one."""
+
+    name = "quantizer"
+
+    def __init__(self, config: ExperimentConfig, run_dir: str | Path, address: str, connect_timeout_s: float = 60):
+        super().__init__(config, run_dir)
+        client = connect(address, timeout_s=connect_timeout_s)
+        self._source = ReverbWeightSubscriber(client, LEARNER_WEIGHTS_TABLE)
+        self._sink = ReverbWeightPublisher(client, POLICY_TABLE)
+        self._policy_sub = ReverbWeightSubscriber(client, POLICY_TABLE)
+        self._layers = tuple(config.network.policy_layers)
+        self.version = self._resume_version()
+        self.learner_step = -1
+        self.times = {"convert_ms": 0.0, "quantize_ms": 0.0, "publish_ms": 0.0}
+        self.message_bytes = 0
+        self.published = 0
+        self.rejected = 0
+
+    def _resume_version(self) -> int:
+        try:
+            buf = self._policy_sub.latest()
+            if buf is not None:
+                version = read_header(buf).version
+                log.info("policy table already holds v%d: continuing above it", version)
+                return version
+        except (WeightMessageError, Exception) as exc:  # an unreadable old message must not stop us
+            log.warning("could not read the current policy message (%s); starting at version 0", exc)
+        return 0
+
+    def step(self) -> None:
+        buf = self._source.latest()
+        if buf is None:
+            time.sleep(self.config.quantizer.poll_interval_s)
+            return
+        try:
+            header = read_header(buf)
+            if header.learner_step <= self.learner_step:
+                time.sleep(self.config.quantizer.poll_interval_s)
+                return
+            self.quantize_and_publish(buf)
+        except WeightMessageError as exc:
+            self.rejected += 1
+            log.error("rejected learner message: %s: %s", type(exc).__name__, exc)
+            time.sleep(self.config.quantizer.poll_interval_s)
+
+    def quantize_and_publish(self, buf) -> None:
+        """Decode fp32 learner weights, map to torch keys, encode at the actor's bits, publish."""
+        t0 = time.perf_counter()
+        learner_msg = decode_message(buf)
+        state = tf_to_torch_state(self.config.algorithm, learner_msg.float32_state(), self._layers)
+        t1 = time.perf_counter()
+        message = encode_message(
+            state,
+            version=self.version + 1,
+            learner_step=learner_msg.learner_step,
+            precision=self.config.actor.precision,
+            comm_bits=self.config.comm_bits,
+            compress=self.config.quantizer.compress,
+            per_channel=self.config.quantizer.per_channel,
+        )
+        t2 = time.perf_counter()
+        self._sink.publish(message)
+        t3 = time.perf_counter()
+        self.version += 1
+        self.learner_step = learner_msg.learner_step
+        self.published += 1
+        self.message_bytes = int(message.nbytes)
+        self.times = {"convert_ms": (t1 - t0) * 1e3, "quantize_ms": (t2 - t1) * 1e3, "publish_ms": (t3 - t2) * 1e3}
+
+    def write_metrics(self) -> None:
+        self.metrics.write(
+            {
+                "step": self.learner_step,
+                "elapsed": time.time() - self.started,
+                "version": self.version,
+                "published": self.published,
+                "rejected": self.rejected,
+                "message_bytes": self.message_bytes,
+                "comm_bits": self.config.comm_bits,
+                **self.times,
+            }
+        )

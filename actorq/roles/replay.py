@@ -1,0 +1,74 @@
+"""Replay role: the Reverb server holding experience, learner weights and quantized policy messages."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from actorq.config import ExperimentConfig
+from actorq.envs import make_environment
+from actorq.replay import EXPERIENCE_TABLE, make_server
+from actorq.replay.tables import environment_spec_for
+from actorq.roles.common import RoleBase
+
+log = logging.getLogger(__name__)
+
+
+class ReplayRole(RoleBase):
+    """Hosts the Reverb server; checkpoints its tables every ``checkpoint_period_s`` and on stop."""
+
+    name = "replay"
+
+    def __init__(self, config: ExperimentConfig, run_dir: str | Path, port: int | None = None):
+        super().__init__(config, run_dir)
+        env = make_environment(config.env, seed=config.seed)
+        spec = environment_spec_for(env)
+        env.close()
+        period = config.learner.checkpoint_period_s
+        self._checkpoint_dir = self.run_dir / "checkpoints" / "replay" if period > 0 else None
+        self.server = make_server(config, spec, port=port, checkpoint_dir=self._checkpoint_dir)
+        self.port = self.server.port
+        self._client = self.server.localhost_client()
+        self._last_checkpoint = time.monotonic()
+        (self.dir / "port").write_text(str(self.port))
+
+    def step(self) -> None:
+        time.sleep(0.5)
+        period = self.config.learner.checkpoint_period_s
+        if self._checkpoint_dir is not None and time.monotonic() - self._last_checkpoint >= period:
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Write a Reverb checkpoint (restored automatically when a server starts on the same directory)."""
+        if self._checkpoint_dir is None:
+            return
+        started = time.monotonic()
+        path = self._client.checkpoint()
+        self._last_checkpoint = time.monotonic()
+        log.info("replay checkpoint %s (%.2fs)", path, self._last_checkpoint - started)
+
+    def write_metrics(self) -> None:
+        info = self._client.server_info(timeout=5)
+        exp = info[EXPERIENCE_TABLE]
+        limiter = exp.rate_limiter_info
+        self.metrics.write(
+            {
+                "step": int(limiter.insert_stats.completed),
+                "elapsed": time.time() - self.started,
+                "size": int(exp.current_size),
+                "inserts": int(limiter.insert_stats.completed),
+                "samples": int(limiter.sample_stats.completed),
+            }
+        )
+
+    def run(self, stop: threading.Event) -> None:
+        try:
+            super().run(stop)
+        finally:
+            try:
+                self.checkpoint()
+            finally:
+                self.server.stop()
+

@@ -1,0 +1,156 @@
+"""Launchpad launcher: the same roles as PyNodes of one ``lp.Program``, LOCAL_MULTI_PROCESSING, output in the
+current terminal (each node's lines prefixed and coloured by launchpad).
+
+Nodes carry only strings and ints (role name, config path, run dir, address), so what launchpad serialises for its
+subprocesses is a reference to :func:`run_role_node` plus plain values, never data from the network.
+Stopping: the launcher signals the processes launchpad started for this program (by the pids launchpad's worker
+manager recorded), then SIGKILLs what is left after a grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from actorq.config import ExperimentConfig
+from launch.local import EXIT_CODES, STOP_GRACE_S, pick_port
+from launch.monitor import RunMonitor, format_summary
+from launch.topology import topology
+
+log = logging.getLogger(__name__)
+
+
+def run_role_node(role: str, config_path: str, run_dir: str, address: str, index: int, port: int) -> None:
+    """The body of every launchpad node: run one role; exit non-zero when it fails."""
+    from actorq.config import load_config
+    from actorq.roles import main as role_main
+    from actorq.roles.common import setup_logging
+
+    setup_logging()
+    code = role_main(
+        role,
+        load_config(config_path),
+        run_dir,
+        address=None if role == "replay" else address,
+        index=index,
+        port=port if role == "replay" else None,
+    )
+    if code:
+        sys.exit(code)
+
+
+def build_program(config: ExperimentConfig, run_dir: Path, config_path: Path, port: int):
+    """The lp.Program: one PyNode per role, grouped by role name."""
+    import launchpad as lp
+
+    address = f"localhost:{port}"
+    program = lp.Program("actorq")
+    for spec in topology(config):
+        with program.group(spec.label):
+            program.add_node(
+                lp.PyNode(run_role_node, spec.role, str(config_path), str(run_dir), address, spec.index, port)
+            )
+    return program
+
+
+class LaunchpadLauncher:
+    """Launches the program with launchpad and watches it like the local launcher does."""
+
+    def __init__(self, config: ExperimentConfig, run_dir: str | Path, config_path: str | Path, quiet: bool = False):
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.config_path = Path(config_path)
+        self.quiet = quiet
+        self.port = config.replay.port or pick_port()
+
+    def _workers(self, manager) -> dict[str, list[psutil.Process]]:
+        # launchpad 0.5.0 keeps the processes it started per group here (the version is pinned).
+        return {label: list(workers) for label, workers in manager._active_workers.items()}  # noqa: SLF001
+
+    def _dead_groups(self, manager, groups: list[str]) -> list[str]:
+        dead = []
+        for label in groups:
+            workers = manager._active_workers.get(label, [])  # noqa: SLF001
+            if not workers or not any(_alive(w) for w in workers):
+                dead.append(label)
+        return dead
+
+    def _stop(self, processes: list[psutil.Process]) -> None:
+        """SIGTERM the node processes (and the wrappers launchpad put around them), then SIGKILL leftovers."""
+        tree: list[psutil.Process] = []
+        for proc in processes:
+            try:
+                tree += proc.children(recursive=True)
+            except psutil.NoSuchProcess:
+                pass
+            tree.append(proc)
+        for proc in tree:
+            try:
+                proc.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(tree, timeout=STOP_GRACE_S)
+        for proc in alive:
+            log.warning("pid %d ignored SIGTERM; killing it", proc.pid)
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(alive, timeout=5)
+
+    def run(self) -> int:
+        import launchpad as lp
+        from absl import flags
+
+        if not flags.FLAGS.is_parsed():
+            flags.FLAGS.mark_as_parsed()
+        program = build_program(self.config, self.run_dir, self.config_path, self.port)
+        monitor = RunMonitor(self.config, self.run_dir)
+        manager = lp.launch(
+            program, launch_type=lp.LaunchType.LOCAL_MULTI_PROCESSING, terminal="current_terminal"
+        )
+        processes = [p for workers in self._workers(manager).values() for p in workers]
+        groups = list(self._workers(manager))
+        monitor.started = time.time()
+        reason, failure, last_view = "role_failed", "", 0.0
+        try:
+            while True:
+                if manager.stop_event().is_set():
+                    reason = "interrupted"
+                    break
+                dead = self._dead_groups(manager, groups)
+                if dead:
+                    reason, failure = "role_failed", f"role process(es) ended: {', '.join(dead)}"
+                    break
+                stop = monitor.stop_reason()
+                if stop:
+                    reason = stop
+                    break
+                if not self.quiet and time.monotonic() - last_view >= 10.0:
+                    last_view = time.monotonic()
+                    sys.stdout.write(monitor.progress() + "\n\n")
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            reason = "interrupted"
+        finally:
+            wall = time.time() - monitor.started
+            self._stop(processes)
+            manager._disable_signals()  # noqa: SLF001  (we stopped the workers ourselves)
+        extra = {"launcher": "launchpad", "replay_address": f"localhost:{self.port}"}
+        if failure:
+            extra["failure"] = failure
+        summary = monitor.write_summary(reason, wall_seconds=wall, extra=extra)
+        if not self.quiet:
+            sys.stdout.write(format_summary(summary) + "\n")
+        return EXIT_CODES.get(reason, 1)
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -1,0 +1,53 @@
+"""Which roles an experiment runs, and the command line that starts each one.
+
+Every launcher (local subprocesses, launchpad, Docker compose, other hosts by hand) starts the same roles through
+the same per-role CLI, ``actorq role NAME --config ... --run-dir ... --replay-address HOST:PORT``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from actorq.config import ExperimentConfig
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """One process of the experiment."""
+
+    role: str
+    index: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.role}_{self.index}" if self.role == "actor" else self.role
+
+
+def topology(config: ExperimentConfig) -> list[RoleSpec]:
+    """replay, learner, quantizer, N actors, evaluator: in start order (replay first, it is everyone's server)."""
+    roles = [RoleSpec("replay"), RoleSpec("learner"), RoleSpec("quantizer")]
+    roles += [RoleSpec("actor", i) for i in range(config.actor.num_actors)]
+    roles.append(RoleSpec("evaluator"))
+    return roles
+
+
+def role_command(
+    spec: RoleSpec,
+    config_path: str | Path,
+    run_dir: str | Path,
+    address: str,
+    port: int,
+    python: str | None = None,
+) -> list[str]:
+    """The argv that runs ``spec`` through ``actorq role`` with this interpreter."""
+    cmd = [python or sys.executable, "-m", "actorq.cli", "role", spec.role, "--config", str(config_path)]
+    cmd += ["--run-dir", str(run_dir)]
+    if spec.role == "replay":
+        cmd += ["--port", str(port)]
+    else:
+        cmd += ["--replay-address", address]
+    if spec.role == "actor":
+        cmd += ["--index", str(spec.index)]
+    return cmd

@@ -1,0 +1,37 @@
+"""Every role in one process with tiny networks: learning steps, an int8 broadcast applied, transitions in replay,
+evaluations reported, everything shut down."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from launch.inprocess import run_inprocess
+from tests.conftest import tiny_config
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("algorithm", ["dqn", "d4pg"])
+def test_all_roles_in_process(tmp_path, algorithm):
+    config = tiny_config(algorithm, max_actor_steps=600, max_minutes=3)
+    before = {t.name for t in threading.enumerate()}
+    code = run_inprocess(config, tmp_path, quiet=True, poll_s=0.2)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert code == 0, summary.get("errors")
+    assert summary["exit"] == "max_actor_steps"
+    assert summary["learner_steps"] > 0
+    assert summary["actor_steps"] >= 600
+    assert summary["min_broadcasts_received"] >= 1  # every int8 actor applied at least one quantizer message
+    assert summary["rejected_messages"] == 0
+    assert summary["message_bytes"] > 0 and summary["precision"] == "int8" and summary["comm_bits"] == 8
+    assert summary["evaluations"] >= 1 and summary["best_eval_return"] is not None
+    assert set(summary["breakdown"]) == {"inference", "env", "pull", "decode", "apply", "adder"}
+    assert summary["breakdown"]["inference"] > 0 and summary["breakdown"]["adder"] > 0
+    replay_rows = (tmp_path / "replay" / "metrics.csv").read_text().splitlines()
+    assert len(replay_rows) >= 2  # transitions arrived in replay (inserts column)
+    assert summary["threads_alive_after_stop"] == []
+    leftover = {t.name for t in threading.enumerate()} - before
+    assert not {n for n in leftover if n in ("learner", "quantizer", "evaluator") or n.startswith("actor_")}

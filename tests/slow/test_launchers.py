@@ -1,0 +1,73 @@
+"""Multi-process runs through the real launchers, with tiny networks; no process may survive them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from actorq.config import save_config
+from tests.conftest import tiny_config
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def _train(run_dir: Path, *extra: str, timeout: float = 400) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "actorq.cli", "train", str(run_dir / "in.yaml"), "--run-dir", str(run_dir), "--quiet",
+         *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def _no_children_left():
+    leftover = [p for p in psutil.Process().children(recursive=True) if p.is_running()]
+    assert not leftover, f"processes left behind: {[(p.pid, p.cmdline()[:4]) for p in leftover]}"
+
+
+@pytest.mark.parametrize("launcher", ["launchpad", "local"])
+def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
+    config = tiny_config("dqn", launcher=launcher, max_actor_steps=800, max_minutes=5)
+    save_config(config, tmp_path / "in.yaml")
+    result = _train(tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["exit"] == "max_actor_steps" and summary["launcher"] == launcher
+    assert summary["learner_steps"] > 0 and summary["actor_steps"] >= 800
+    assert summary["min_broadcasts_received"] >= 1 and summary["evaluations"] >= 1
+    for role in ("replay", "learner", "quantizer", "actor_0", "actor_1", "evaluator"):
+        assert (tmp_path / role / "metrics.csv").exists(), role
+    _no_children_left()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_every_role_and_writes_summary(tmp_path, sig):
+    config = tiny_config("dqn", launcher="local", max_minutes=10)
+    save_config(config, tmp_path / "in.yaml")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actorq.cli", "train", str(tmp_path / "in.yaml"), "--run-dir", str(tmp_path), "--quiet"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not (tmp_path / "evaluator" / "metrics.csv").exists():
+        time.sleep(1)
+    assert (tmp_path / "evaluator" / "metrics.csv").exists(), "the run never got going"
+    children = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+    assert len(children) >= 6
+    started = time.monotonic()
+    os.kill(proc.pid, sig)
+    proc.wait(timeout=30)
+    assert time.monotonic() - started < 15
+    assert proc.returncode == 130
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["exit"] == "interrupted" and summary["learner_steps"] > 0
+    time.sleep(0.5)
+    assert not [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
