@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from actorq.config import save_config
+from actorq.metrics import read_metrics
 from tests.conftest import tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +36,8 @@ def _no_children_left():
 
 @pytest.mark.parametrize("launcher", ["launchpad", "local"])
 def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
-    config = tiny_config("dqn", launcher=launcher, max_actor_steps=800, max_minutes=5)
+    # A samples-per-insert limit: actors cannot race past the learner while TF traces its first step.
+    config = tiny_config("dqn", launcher=launcher, max_actor_steps=800, max_minutes=5, **{"replay.samples_per_insert": 2.0})
     save_config(config, tmp_path / "in.yaml")
     result = _train(tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -57,9 +59,13 @@ def test_signal_stops_every_role_and_writes_summary(tmp_path, sig):
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not (tmp_path / "evaluator" / "metrics.csv").exists():
+    def learning():
+        rows = read_metrics(tmp_path / "learner" / "metrics.csv")
+        return rows and rows[-1]["step"] > 0 and (tmp_path / "evaluator" / "metrics.csv").exists()
+
+    while time.monotonic() < deadline and not learning():
         time.sleep(1)
-    assert (tmp_path / "evaluator" / "metrics.csv").exists(), "the run never got going"
+    assert learning(), "the run never got going"
     children = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
     assert len(children) >= 6
     started = time.monotonic()
