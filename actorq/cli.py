@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -53,10 +54,14 @@ def resolve_train_config(args: argparse.Namespace):
         run_dir = Path(args.resume)
         path = run_dir / "config.yaml"
         if not path.is_file():
-            raise CliError(f"--resume {run_dir}: no config.yaml there; pass the RUN_DIR of an earlier actorq train")
+            raise CliError(
+                f"--resume {run_dir}: no config.yaml there; pass the RUN_DIR of an earlier actorq train"
+            )
     else:
         if not args.config:
-            raise CliError("train needs a CONFIG file (e.g. configs/dqn/gym_cartpole.yaml) or --resume RUN_DIR")
+            raise CliError(
+                "train needs a CONFIG file (e.g. configs/dqn/gym_cartpole.yaml) or --resume RUN_DIR"
+            )
         path = Path(args.config)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / f"{path.stem}-{stamp}"
@@ -96,7 +101,7 @@ def cmd_role(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.overrides)
     if args.role != "replay" and not args.replay_address:
         raise CliError(f"role {args.role} needs --replay-address HOST:PORT (the replay role's address)")
-    return role_main(
+    code = role_main(
         args.role,
         config,
         args.run_dir,
@@ -105,6 +110,12 @@ def cmd_role(args: argparse.Namespace) -> int:
         port=args.port,
         connect_timeout_s=args.connect_timeout,
     )
+    # Everything the role owns is flushed by now. Skip interpreter teardown: Reverb/TF native threads can block
+    # it (e.g. a writer still waiting on a rate limiter), and a role must exit promptly when asked to stop.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def cmd_tasks(_args: argparse.Namespace) -> int:
@@ -120,9 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="actorq", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    train = sub.add_parser("train", help="train with quantized actors (learner, quantizer, actors, evaluator)")
+    train = sub.add_parser(
+        "train", help="train with quantized actors (learner, quantizer, actors, evaluator)"
+    )
     train.add_argument("config", nargs="?", help="YAML config, e.g. configs/d4pg/dmc_cartpole_balance.yaml")
-    train.add_argument("overrides", nargs="*", help="section.key=value overrides, e.g. learner.batch_size=128")
+    train.add_argument(
+        "overrides", nargs="*", help="section.key=value overrides, e.g. learner.batch_size=128"
+    )
     train.add_argument("--precision", choices=PRECISIONS)
     train.add_argument("--comm-bits", type=int, choices=COMM_BITS)
     train.add_argument("--actors", type=int)
@@ -136,7 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--quiet", action="store_true", help="no live progress view")
     train.set_defaults(func=cmd_train)
 
-    role = sub.add_parser("role", help="run one role process (how launchers, Docker and other hosts start roles)")
+    role = sub.add_parser(
+        "role", help="run one role process (how launchers, Docker and other hosts start roles)"
+    )
     role.add_argument("role", choices=("replay", "learner", "quantizer", "actor", "evaluator"))
     role.add_argument("--config", required=True)
     role.add_argument("--run-dir", required=True)
@@ -176,10 +193,17 @@ def _add_optional(subparsers, module: str, function: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # key=value overrides may come after options too (argparse stops filling positionals at the first option).
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
+            args.overrides = list(args.overrides or []) + extra
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s: %(message)s",
-                            datefmt="%H:%M:%S")
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s: %(message)s", datefmt="%H:%M:%S"
+        )
     from actorq.envs import UnknownTaskError
 
     try:

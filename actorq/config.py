@@ -384,8 +384,10 @@ def replace(config: Any, **changes: Any) -> Any:
             flat[key] = value
     for head, sub in nested.items():
         flat[head] = replace(getattr(config, head), **sub)
-    return validate(dataclasses.replace(config, **flat)) if isinstance(config, ExperimentConfig) else (
-        dataclasses.replace(config, **flat)
+    return (
+        validate(dataclasses.replace(config, **flat))
+        if isinstance(config, ExperimentConfig)
+        else (dataclasses.replace(config, **flat))
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,6 +34,7 @@ class MetricsWriter:
         self.path = self.directory / "metrics.csv"
         self._step_key = step_key
         self._fields: list[str] | None = None
+        self._lock = threading.Lock()
         self._warned: set[str] = set()
         if self.path.exists() and self.path.stat().st_size > 0:
             # Resuming: keep the existing header so the file stays rectangular.
@@ -50,8 +52,12 @@ class MetricsWriter:
                 log.warning("TensorBoard disabled for %s: %s", self.directory, exc)
 
     def write(self, row: Mapping[str, object]) -> None:
-        """Append one row (wall time is added as ``time`` when absent)."""
-        row = dict(row)
+        """Append one row (wall time is added as ``time`` when absent). Thread-safe; a no-op once closed."""
+        with self._lock:
+            if not self._file.closed:
+                self._write(dict(row))
+
+    def _write(self, row: dict[str, object]) -> None:
         row.setdefault("time", time.time())
         if self._fields is None:
             self._fields = list(row)
@@ -76,16 +82,19 @@ class MetricsWriter:
             if isinstance(value, (int, float)) and math.isfinite(value):
                 values.append(summary_pb2.Summary.Value(tag=key, simple_value=float(value)))
         if values:
-            event = event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=values))
+            event = event_pb2.Event(
+                wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=values)
+            )
             self._tb.add_event(event)
 
     def close(self) -> None:
         """Flush and close the files (safe to call twice)."""
-        if not self._file.closed:
-            self._file.close()
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+            if self._tb is not None:
+                self._tb.close()
+                self._tb = None
 
 
 def read_metrics(path: str | Path) -> list[dict[str, float | str]]:

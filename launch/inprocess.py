@@ -48,7 +48,9 @@ def run_inprocess(
     try:
         for spec in topology(config)[1:]:
             instance = build_role(spec.role, config, run_dir, address=address, index=spec.index)
-            thread = threading.Thread(target=runner, args=(instance, spec.label), name=spec.label, daemon=True)
+            thread = threading.Thread(
+                target=runner, args=(instance, spec.label), name=spec.label, daemon=True
+            )
             thread.start()
             threads.append(thread)
         monitor.started = time.time()

@@ -9,6 +9,7 @@ manager recorded), then SIGKILLs what is left after a grace period.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
@@ -60,7 +61,9 @@ def build_program(config: ExperimentConfig, run_dir: Path, config_path: Path, po
 class LaunchpadLauncher:
     """Launches the program with launchpad and watches it like the local launcher does."""
 
-    def __init__(self, config: ExperimentConfig, run_dir: str | Path, config_path: str | Path, quiet: bool = False):
+    def __init__(
+        self, config: ExperimentConfig, run_dir: str | Path, config_path: str | Path, quiet: bool = False
+    ):
         self.config = config
         self.run_dir = Path(run_dir)
         self.config_path = Path(config_path)
@@ -83,23 +86,17 @@ class LaunchpadLauncher:
         """SIGTERM the node processes (and the wrappers launchpad put around them), then SIGKILL leftovers."""
         tree: list[psutil.Process] = []
         for proc in processes:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 tree += proc.children(recursive=True)
-            except psutil.NoSuchProcess:
-                pass
             tree.append(proc)
         for proc in tree:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 proc.terminate()
-            except psutil.NoSuchProcess:
-                pass
         _, alive = psutil.wait_procs(tree, timeout=STOP_GRACE_S)
         for proc in alive:
             log.warning("pid %d ignored SIGTERM; killing it", proc.pid)
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()
-            except psutil.NoSuchProcess:
-                pass
         psutil.wait_procs(alive, timeout=5)
 
     def run(self) -> int:
@@ -130,7 +127,8 @@ class LaunchpadLauncher:
                 if stop:
                     reason = stop
                     break
-                if not self.quiet and time.monotonic() - last_view >= 10.0:
+                # Launchpad interleaves the roles' own output here, so the view is appended, not redrawn.
+                if not self.quiet and time.monotonic() - last_view >= 30.0:
                     last_view = time.monotonic()
                     sys.stdout.write(monitor.progress() + "\n\n")
                 time.sleep(0.5)

@@ -57,7 +57,9 @@ def pick_port() -> int:
 class LocalLauncher:
     """Runs one experiment as local subprocesses; ``run()`` returns the exit status."""
 
-    def __init__(self, config: ExperimentConfig, run_dir: str | Path, config_path: str | Path, quiet: bool = False):
+    def __init__(
+        self, config: ExperimentConfig, run_dir: str | Path, config_path: str | Path, quiet: bool = False
+    ):
         self.config = config
         self.run_dir = Path(run_dir)
         self.config_path = Path(config_path)
@@ -91,7 +93,9 @@ class LocalLauncher:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if child.process.poll() is not None:
-                raise RuntimeError(f"replay server exited with {child.process.returncode}; see {child.log_path}")
+                raise RuntimeError(
+                    f"replay server exited with {child.process.returncode}; see {child.log_path}"
+                )
             if port_file.exists() and port_file.read_text().strip() == str(self.port):
                 return
             time.sleep(0.2)
@@ -166,10 +170,9 @@ class LocalLauncher:
                 if stop:
                     reason = stop
                     break
-                if not self.quiet and time.monotonic() - last_view >= 5.0:
+                if not self.quiet and time.monotonic() - last_view >= (2.0 if _tty() else 30.0):
                     last_view = time.monotonic()
-                    sys.stdout.write(monitor.progress() + "\n\n")
-                    sys.stdout.flush()
+                    show_progress(monitor)
                 time.sleep(0.5)
         except RuntimeError as exc:
             self.failed = str(exc)
@@ -184,11 +187,24 @@ class LocalLauncher:
             extra["failure"] = self.failed
         summary = monitor.write_summary(reason, wall_seconds=wall, extra=extra)
         if not self.quiet:
-            sys.stdout.write(monitor.progress() + "\n\nsummary (" + str(self.run_dir / "summary.json") + ")\n")
+            sys.stdout.write(
+                monitor.progress() + "\n\nsummary (" + str(self.run_dir / "summary.json") + ")\n"
+            )
             sys.stdout.write(format_summary(summary) + "\n")
         if self.failed:
             log.error("run failed: %s", self.failed)
         return EXIT_CODES.get(reason, 1)
+
+
+def _tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def show_progress(monitor: RunMonitor) -> None:
+    """Redraw the one-screen view in place on a terminal; append it every 30 s when output is a file."""
+    text = monitor.progress()
+    sys.stdout.write(("\x1b[H\x1b[2J" + text + "\n") if _tty() else (text + "\n\n"))
+    sys.stdout.flush()
 
 
 def _child_env() -> dict[str, str]:

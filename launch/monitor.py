@@ -39,7 +39,11 @@ class RunMonitor:
         return read_metrics(self.run_dir / role / "metrics.csv")
 
     def actor_rows(self) -> dict[str, list[dict]]:
-        return {p.name: read_metrics(p / "metrics.csv") for p in sorted(self.run_dir.glob("actor_*")) if p.is_dir()}
+        return {
+            p.name: read_metrics(p / "metrics.csv")
+            for p in sorted(self.run_dir.glob("actor_*"))
+            if p.is_dir()
+        }
 
     def actor_steps(self) -> int:
         return int(sum(_last(rows, "step", 0) or 0 for rows in self.actor_rows().values()))
@@ -51,9 +55,10 @@ class RunMonitor:
     def stop_reason(self) -> str | None:
         """'target', 'max_minutes', 'max_actor_steps', or None to keep going."""
         cfg = self.config
-        if cfg.target_return is not None:
-            if any(r["eval_return"] >= cfg.target_return for r in self.eval_rows()):
-                return "target"
+        if cfg.target_return is not None and any(
+            r["eval_return"] >= cfg.target_return for r in self.eval_rows()
+        ):
+            return "target"
         if cfg.max_minutes and time.time() - self.started >= cfg.max_minutes * 60:
             return "max_minutes"
         if cfg.max_actor_steps and self.actor_steps() >= cfg.max_actor_steps:
@@ -88,8 +93,10 @@ class RunMonitor:
         ev = self.eval_rows()
         if ev:
             best = max(r["eval_return"] for r in ev)
-            lines.append(f"  eval     return {ev[-1]['eval_return']:8.1f} (best {best:8.1f}) at actor steps "
-                         f"{int(ev[-1].get('actor_steps') or 0)}")
+            lines.append(
+                f"  eval     return {ev[-1]['eval_return']:8.1f} (best {best:8.1f}) at actor steps "
+                f"{int(ev[-1].get('actor_steps') or 0)}"
+            )
         return "\n".join(lines)
 
     # -- the summary ---------------------------------------------------------------------------------------
@@ -131,8 +138,9 @@ class RunMonitor:
             "target_return": target,
             "seconds_to_target": None if to_target is None else round(to_target, 2),
             "actor_steps_per_second": round(steps / wall, 2) if wall > 0 else 0.0,
-            "min_broadcasts_received": int(min((_last(r, "broadcasts_received", 0) or 0 for r in actors.values()),
-                                               default=0)),
+            "min_broadcasts_received": int(
+                min((_last(r, "broadcasts_received", 0) or 0 for r in actors.values()), default=0)
+            ),
             "rejected_messages": int(sum(_last(r, "rejected_messages", 0) or 0 for r in actors.values())),
             "message_bytes": int(_last(quantizer, "message_bytes", 0) or 0),
             "breakdown": breakdown,
@@ -142,7 +150,9 @@ class RunMonitor:
         summary.update(extra or {})
         return _clean(summary)
 
-    def write_summary(self, exit_reason: str, wall_seconds: float | None = None, extra: dict | None = None) -> dict:
+    def write_summary(
+        self, exit_reason: str, wall_seconds: float | None = None, extra: dict | None = None
+    ) -> dict:
         summary = self.summary(exit_reason, wall_seconds, extra)
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary
@@ -169,6 +179,8 @@ def format_summary(summary: dict) -> str:
     lines = []
     for key, value in summary.items():
         if isinstance(value, dict):
-            value = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in value.items())
+            value = ", ".join(
+                f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in value.items()
+            )
         lines.append(f"{key:<{width}} : {value}")
     return "\n".join(lines)

@@ -145,7 +145,9 @@ class QuantizedActor:
             return None
         if header.version <= self.weights.version:
             if header.version < self.weights.version:
-                self._reject(WeightMessageError(f"old message v{header.version} < applied v{self.weights.version}"))
+                self._reject(
+                    WeightMessageError(f"old message v{header.version} < applied v{self.weights.version}")
+                )
             return None
         return buf, header
 
@@ -168,7 +170,9 @@ class QuantizedActor:
     def _reject(self, exc: Exception) -> None:
         self.weights.rejected += 1
         self.weights.last_error = f"{type(exc).__name__}: {exc}"
-        log.error("rejected weight message (%s); keeping weights v%d", self.weights.last_error, self.weights.version)
+        log.error(
+            "rejected weight message (%s); keeping weights v%d", self.weights.last_error, self.weights.version
+        )
 
     def _accept(self, header) -> None:
         self.weights.version = header.version

@@ -7,6 +7,7 @@ the same observation layout. ``environment_spec(env_config)`` gives the sizes ne
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 
 import dm_env
@@ -16,6 +17,11 @@ from dm_env import specs
 from actorq.config import EnvConfig
 
 log = logging.getLogger(__name__)
+
+# Training never renders: without a display, tell dm_control not to probe GLFW (it warns on every import).
+# A user who wants rendering sets MUJOCO_GL (egl/osmesa/glfw) and that wins.
+if not os.environ.get("DISPLAY"):
+    os.environ.setdefault("MUJOCO_GL", "disable")
 
 GYM_TASKS = {
     "CartPole-v1": "discrete",
@@ -206,7 +212,9 @@ def environment_spec(env: EnvConfig) -> EnvironmentSpec:
     finally:
         environment.close()
     if isinstance(act_spec, specs.DiscreteArray):
-        return EnvironmentSpec(int(obs_spec.shape[0]), True, int(act_spec.num_values), None, None, act_spec, obs_spec)
+        return EnvironmentSpec(
+            int(obs_spec.shape[0]), True, int(act_spec.num_values), None, None, act_spec, obs_spec
+        )
     return EnvironmentSpec(
         int(obs_spec.shape[0]),
         False,

@@ -153,7 +153,9 @@ def _make_d4pg(config, spec, iterator, counter, results, checkpoint_dir) -> Acme
         "critic_optimizer": critic_opt,
         "num_steps": learner._num_steps,  # noqa: SLF001
     }
-    return AcmeLearner(learner, policy, counter, results, objects, checkpoint_dir, config.learner.checkpoint_period_s)
+    return AcmeLearner(
+        learner, policy, counter, results, objects, checkpoint_dir, config.learner.checkpoint_period_s
+    )
 
 
 def _make_dqn(config, spec, address, counter, results, checkpoint_dir) -> AcmeLearner:
@@ -182,7 +184,9 @@ def _make_dqn(config, spec, address, counter, results, checkpoint_dir) -> AcmeLe
     )
     objects = dict(learner.state)
     objects["counter"] = counter
-    return AcmeLearner(learner, network, counter, results, objects, checkpoint_dir, config.learner.checkpoint_period_s)
+    return AcmeLearner(
+        learner, network, counter, results, objects, checkpoint_dir, config.learner.checkpoint_period_s
+    )
 
 
 def make_learner(

@@ -42,7 +42,9 @@ def make_tables(config: ExperimentConfig, environment_spec: acme_specs.Environme
     else:
         limiter = reverb.rate_limiters.MinSize(replay.min_size)
     sampler = (
-        reverb.selectors.Prioritized(replay.priority_exponent) if replay.prioritized else reverb.selectors.Uniform()
+        reverb.selectors.Prioritized(replay.priority_exponent)
+        if replay.prioritized
+        else reverb.selectors.Uniform()
     )
     experience = reverb.Table(
         name=EXPERIENCE_TABLE,

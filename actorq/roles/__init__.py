@@ -13,7 +13,13 @@ import traceback
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
-from actorq.roles.common import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, install_stop_handlers, quiet_tensorflow
+from actorq.roles.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    install_stop_handlers,
+    quiet_tensorflow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +82,38 @@ def main(
     except ReplayUnreachableError as exc:
         log.error("%s", exc)
         return EXIT_UNREACHABLE
-    try:
-        instance.run(stop)
-    except Exception:
-        log.error("role %s failed:\n%s", role, traceback.format_exc())
+    return _run_until_stopped(role, instance, stop)
+
+
+def _run_until_stopped(role: str, instance, stop: threading.Event, grace_s: float = 4.0) -> int:
+    """Run the role's loop on a worker thread, so a stop request is honoured even while the loop is blocked
+    inside a native call (e.g. an actor's insert held back by Reverb's rate limiter once the learner stopped)."""
+    outcome: dict[str, BaseException] = {}
+
+    def body():
+        try:
+            instance.run(stop)
+        except BaseException as exc:  # reported by the main thread
+            outcome["error"] = exc
+            outcome["trace"] = traceback.format_exc()
+            stop.set()
+
+    worker = threading.Thread(target=body, name=f"{role}-loop", daemon=True)
+    worker.start()
+    while worker.is_alive() and not stop.wait(timeout=0.5):
+        pass
+    worker.join(timeout=grace_s)
+    if "error" in outcome:
+        log.error("role %s failed:\n%s", role, outcome["trace"])
         return EXIT_FAILED
+    if worker.is_alive():
+        # Still blocked in native code: record what we have and leave; the process exit ends the thread.
+        log.warning(
+            "role %s loop still blocked %.0fs after stop; flushing metrics and exiting", role, grace_s
+        )
+        try:
+            instance.write_metrics()
+            instance.close()
+        except Exception as exc:  # best effort: the files may be mid-write by the blocked loop
+            log.warning("final metrics flush failed: %s", exc)
     return EXIT_OK

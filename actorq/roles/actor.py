@@ -13,6 +13,7 @@ from actorq.actors.actor import QuantizedActor
 from actorq.actors.policy import QuantizedPolicy
 from actorq.config import ExperimentConfig
 from actorq.envs import environment_spec, make_environment
+from actorq.metrics import read_metrics
 from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, connect
 from actorq.replay.experience import make_adder
 from actorq.roles.common import RoleBase
@@ -67,12 +68,14 @@ class ActorRole(RoleBase):
             action_high=spec.action_high,
             timers=self.timers,
         )
-        self.steps = 0
-        self.episodes = 0
+        # A restarted or resumed actor continues its own counts, so totals over the run stay right.
+        previous = read_metrics(self.dir / "metrics.csv")
+        self.steps = int(previous[-1].get("step") or 0) if previous else 0
+        self.episodes = int(previous[-1].get("episodes") or 0) if previous else 0
         self.episode_return = 0.0
         self.last_return: float | None = None
         self._timestep = None
-        self._rate_t, self._rate_steps = time.monotonic(), 0
+        self._rate_t, self._rate_steps = time.monotonic(), self.steps
         log.info(
             "actor %d: precision=%s sigma=%.3f epsilon=%.3f",
             actor_id,

@@ -17,8 +17,14 @@ import numpy as np
 from actorq.config import ExperimentConfig
 from actorq.envs import make_environment
 from actorq.networks.mapping import tf_to_torch_state
-from actorq.quantize.codec import WeightMessageError, decode_message, encode_message, read_header
-from actorq.replay import LEARNER_WEIGHTS_TABLE, POLICY_TABLE, ReverbWeightSubscriber, connect, experience_inserts
+from actorq.quantize.codec import WeightMessageError, decode_message, read_header
+from actorq.replay import (
+    LEARNER_WEIGHTS_TABLE,
+    POLICY_TABLE,
+    ReverbWeightSubscriber,
+    connect,
+    experience_inserts,
+)
 from actorq.roles.actor import build_policy, greedy_episode
 from actorq.roles.common import Periodic, RoleBase
 
@@ -30,7 +36,9 @@ class EvaluatorRole(RoleBase):
 
     name = "evaluator"
 
-    def __init__(self, config: ExperimentConfig, run_dir: str | Path, address: str, connect_timeout_s: float = 60):
+    def __init__(
+        self, config: ExperimentConfig, run_dir: str | Path, address: str, connect_timeout_s: float = 60
+    ):
         super().__init__(config, run_dir)
         self._client = connect(address, timeout_s=connect_timeout_s)
         self._learner_sub = ReverbWeightSubscriber(self._client, LEARNER_WEIGHTS_TABLE)
@@ -60,7 +68,10 @@ class EvaluatorRole(RoleBase):
             return
         inserts, _ = experience_inserts(self._client)
         started = time.monotonic()
-        returns = [greedy_episode(self._env, self._fp32, self._discrete) for _ in range(self.config.evaluator.episodes)]
+        returns = [
+            greedy_episode(self._env, self._fp32, self._discrete)
+            for _ in range(self.config.evaluator.episodes)
+        ]
         row = {
             "step": learner_step,
             "elapsed": time.time() - self.started,
@@ -71,19 +82,21 @@ class EvaluatorRole(RoleBase):
         }
         if self._quantized is not None:
             row.update(self._evaluate_quantized())
-        self.best_return = row["eval_return"] if self.best_return is None else max(self.best_return, row["eval_return"])
+        self.best_return = (
+            row["eval_return"] if self.best_return is None else max(self.best_return, row["eval_return"])
+        )
         self.evaluations += 1
         self.metrics.write(row)
-        log.info("eval @ learner step %d, actor steps %d: return %.1f", learner_step, inserts, row["eval_return"])
+        log.info(
+            "eval @ learner step %d, actor steps %d: return %.1f", learner_step, inserts, row["eval_return"]
+        )
 
     def _load_fp32(self, buf) -> int:
         message = decode_message(buf)
-        state = tf_to_torch_state(self.config.algorithm, message.float32_state(), tuple(self.config.network.policy_layers))
-        torch_msg = decode_message(
-            encode_message(state, version=message.version, learner_step=message.learner_step, precision="fp32", comm_bits=32),
-            expected=self._fp32.expected_shapes(),
+        state = tf_to_torch_state(
+            self.config.algorithm, message.float32_state(), tuple(self.config.network.policy_layers)
         )
-        self._fp32.apply(torch_msg)
+        self._fp32.load_state(state, version=message.version, learner_step=message.learner_step)
         return message.learner_step
 
     def _evaluate_quantized(self) -> dict[str, float]:
@@ -97,7 +110,8 @@ class EvaluatorRole(RoleBase):
             log.error("evaluator rejected quantized weights: %s", exc)
             return {}
         returns = [
-            greedy_episode(self._env, self._quantized, self._discrete) for _ in range(self.config.evaluator.episodes)
+            greedy_episode(self._env, self._quantized, self._discrete)
+            for _ in range(self.config.evaluator.episodes)
         ]
         return {"quantized_return": float(np.mean(returns)), "quantized_learner_step": header.learner_step}
 

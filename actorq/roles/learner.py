@@ -53,7 +53,9 @@ class _BackgroundPublisher:
             started = time.perf_counter()
             try:
                 # The version of a learner message is its step: monotonic, also across a resume.
-                buf = encode_message(variables, version=step, learner_step=step, precision="fp32", comm_bits=32)
+                buf = encode_message(
+                    variables, version=step, learner_step=step, precision="fp32", comm_bits=32
+                )
                 self._publisher.publish(buf)
                 self.last_bytes = int(buf.nbytes)
                 self.published += 1
@@ -75,7 +77,9 @@ class LearnerRole(RoleBase):
 
     name = "learner"
 
-    def __init__(self, config: ExperimentConfig, run_dir: str | Path, address: str, connect_timeout_s: float = 60):
+    def __init__(
+        self, config: ExperimentConfig, run_dir: str | Path, address: str, connect_timeout_s: float = 60
+    ):
         super().__init__(config, run_dir)
         self.gpus = configure_tensorflow()
         log.info("learner devices: %s", self.gpus or "CPU only")
@@ -131,5 +135,5 @@ class LearnerRole(RoleBase):
             self._publisher.close(flush=False)
 
 
-class _Done(Exception):
+class _Done(Exception):  # noqa: N818  (a control-flow signal, not an error)
     """Raised by step() when the learner's own step budget is spent."""

@@ -30,7 +30,9 @@ class QuantizerRole(RoleBase):
 
     name = "quantizer"
 
-    def __init__(self, config: ExperimentConfig, run_dir: str | Path, address: str, connect_timeout_s: float = 60):
+    def __init__(
+        self, config: ExperimentConfig, run_dir: str | Path, address: str, connect_timeout_s: float = 60
+    ):
         super().__init__(config, run_dir)
         client = connect(address, timeout_s=connect_timeout_s)
         self._source = ReverbWeightSubscriber(client, LEARNER_WEIGHTS_TABLE)
@@ -93,7 +95,11 @@ class QuantizerRole(RoleBase):
         self.learner_step = learner_msg.learner_step
         self.published += 1
         self.message_bytes = int(message.nbytes)
-        self.times = {"convert_ms": (t1 - t0) * 1e3, "quantize_ms": (t2 - t1) * 1e3, "publish_ms": (t3 - t2) * 1e3}
+        self.times = {
+            "convert_ms": (t1 - t0) * 1e3,
+            "quantize_ms": (t2 - t1) * 1e3,
+            "publish_ms": (t3 - t2) * 1e3,
+        }
 
     def write_metrics(self) -> None:
         self.metrics.write(

@@ -71,4 +71,3 @@ class ReplayRole(RoleBase):
                 self.checkpoint()
             finally:
                 self.server.stop()
-

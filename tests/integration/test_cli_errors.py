@@ -24,16 +24,27 @@ def actorq(*args, timeout=120):
 
 
 def test_unknown_task_lists_valid_ones(tmp_path):
-    r = actorq("train", "configs/d4pg/dmc_cartpole_balance.yaml", "env.task=cartpole:balanse", "--run-dir",
-               str(tmp_path / "r"))
+    r = actorq(
+        "train",
+        "configs/d4pg/dmc_cartpole_balance.yaml",
+        "env.task=cartpole:balanse",
+        "--run-dir",
+        str(tmp_path / "r"),
+    )
     assert r.returncode == 2
     assert "unknown dm_control task 'cartpole:balanse'" in r.stderr and "cartpole:balance" in r.stderr
     assert not (tmp_path / "r").exists()  # nothing started, nothing written
 
 
 def test_unknown_key_and_bad_precision(tmp_path):
-    r = actorq("train", "configs/dqn/gym_cartpole.yaml", "learner.batchsize=3", "--run-dir", str(tmp_path / "r"))
-    assert r.returncode == 2 and "unknown config key(s) learner.batchsize" in r.stderr and "batch_size" in r.stderr
+    r = actorq(
+        "train", "configs/dqn/gym_cartpole.yaml", "learner.batchsize=3", "--run-dir", str(tmp_path / "r")
+    )
+    assert (
+        r.returncode == 2
+        and "unknown config key(s) learner.batchsize" in r.stderr
+        and "batch_size" in r.stderr
+    )
     r = actorq("train", "configs/dqn/gym_cartpole.yaml", "--precision", "int4")
     assert r.returncode == 2 and "invalid choice: 'int4'" in r.stderr
     r = actorq("train", "configs/dqn/gym_cartpole.yaml", "algorithm=ppo")
@@ -43,7 +54,17 @@ def test_unknown_key_and_bad_precision(tmp_path):
 
 
 def test_unreachable_replay_address(tmp_path):
-    r = actorq("role", "actor", "--config", "configs/dqn/gym_cartpole.yaml", "--run-dir", str(tmp_path),
-               "--replay-address", "localhost:1", "--connect-timeout", "2")
+    r = actorq(
+        "role",
+        "actor",
+        "--config",
+        "configs/dqn/gym_cartpole.yaml",
+        "--run-dir",
+        str(tmp_path),
+        "--replay-address",
+        "localhost:1",
+        "--connect-timeout",
+        "2",
+    )
     assert r.returncode == 3
     assert "replay server at localhost:1 did not answer" in r.stderr

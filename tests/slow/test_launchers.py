@@ -23,9 +23,21 @@ pytestmark = pytest.mark.slow
 
 def _train(run_dir: Path, *extra: str, timeout: float = 400) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "actorq.cli", "train", str(run_dir / "in.yaml"), "--run-dir", str(run_dir), "--quiet",
-         *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        [
+            sys.executable,
+            "-m",
+            "actorq.cli",
+            "train",
+            str(run_dir / "in.yaml"),
+            "--run-dir",
+            str(run_dir),
+            "--quiet",
+            *extra,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -37,7 +49,9 @@ def _no_children_left():
 @pytest.mark.parametrize("launcher", ["launchpad", "local"])
 def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
     # A samples-per-insert limit: actors cannot race past the learner while TF traces its first step.
-    config = tiny_config("dqn", launcher=launcher, max_actor_steps=800, max_minutes=5, **{"replay.samples_per_insert": 2.0})
+    config = tiny_config(
+        "dqn", launcher=launcher, max_actor_steps=800, max_minutes=5, **{"replay.samples_per_insert": 2.0}
+    )
     save_config(config, tmp_path / "in.yaml")
     result = _train(tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -55,10 +69,22 @@ def test_signal_stops_every_role_and_writes_summary(tmp_path, sig):
     config = tiny_config("dqn", launcher="local", max_minutes=10)
     save_config(config, tmp_path / "in.yaml")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "actorq.cli", "train", str(tmp_path / "in.yaml"), "--run-dir", str(tmp_path), "--quiet"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "actorq.cli",
+            "train",
+            str(tmp_path / "in.yaml"),
+            "--run-dir",
+            str(tmp_path),
+            "--quiet",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 240
+
     def learning():
         rows = read_metrics(tmp_path / "learner" / "metrics.csv")
         return rows and rows[-1]["step"] > 0 and (tmp_path / "evaluator" / "metrics.csv").exists()
@@ -76,4 +102,50 @@ def test_signal_stops_every_role_and_writes_summary(tmp_path, sig):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["exit"] == "interrupted" and summary["learner_steps"] > 0
     time.sleep(0.5)
-    assert not [pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    assert not [
+        pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+    ]
+
+
+def test_resume_continues_from_the_checkpoint(tmp_path):
+    config = tiny_config(
+        "dqn",
+        launcher="local",
+        max_actor_steps=1500,
+        max_minutes=5,
+        **{"replay.samples_per_insert": 2.0, "learner.checkpoint_period_s": 5.0},
+    )
+    save_config(config, tmp_path / "in.yaml")
+    first = _train(tmp_path)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    before = json.loads((tmp_path / "summary.json").read_text())
+    assert list((tmp_path / "checkpoints" / "learner").glob("ckpt-*"))
+    assert list((tmp_path / "checkpoints" / "replay").iterdir())
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "actorq.cli",
+            "train",
+            "--resume",
+            str(tmp_path),
+            "--quiet",
+            "--max-actor-steps",
+            "3000",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    after = json.loads((tmp_path / "summary.json").read_text())
+    assert after["learner_steps"] > before["learner_steps"]
+    assert after["actor_steps"] >= 3000
+    learner_rows = read_metrics(tmp_path / "learner" / "metrics.csv")
+    # The resumed learner started from its checkpoint, not from zero.
+    restarts = [
+        i for i in range(1, len(learner_rows)) if learner_rows[i]["step"] < learner_rows[i - 1]["step"]
+    ]
+    assert all(learner_rows[i]["step"] > 0 for i in restarts)
+    _no_children_left()

@@ -5,7 +5,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from actorq.config import ConfigError, ExperimentConfig, config_from_dict, load_config, replace, save_config, to_dict
+from actorq.config import (
+    ConfigError,
+    ExperimentConfig,
+    config_from_dict,
+    load_config,
+    replace,
+    save_config,
+    to_dict,
+)
 
 CONFIGS = sorted(Path(__file__).resolve().parents[2].glob("configs/*/*.yaml"))
 
@@ -36,7 +44,9 @@ def test_bad_values_name_the_choices():
 
 
 def test_overrides_and_round_trip(tmp_path):
-    config = config_from_dict({}, ["actor.num_actors=3", "network.policy_layers=[64,64]", "target_return=900"])
+    config = config_from_dict(
+        {}, ["actor.num_actors=3", "network.policy_layers=[64,64]", "target_return=900"]
+    )
     assert config.actor.num_actors == 3 and config.network.policy_layers == (64, 64)
     assert config.target_return == 900.0
     path = tmp_path / "c.yaml"

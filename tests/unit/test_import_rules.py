@@ -16,12 +16,23 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "actorq"
 
 LEVELS = {
-    "types": 0, "config": 0, "core": 0, "metrics": 0,
-    "quantize": 1, "envs": 1,
-    "networks": 2, "replay": 2,
-    "learners": 3, "actors": 3,
-    "roles": 4, "bench": 4, "report": 4, "studies": 4,
-    "cli": 5, "__init__": 0, "__main__": 5,
+    "types": 0,
+    "config": 0,
+    "core": 0,
+    "metrics": 0,
+    "quantize": 1,
+    "envs": 1,
+    "networks": 2,
+    "replay": 2,
+    "learners": 3,
+    "actors": 3,
+    "roles": 4,
+    "bench": 4,
+    "report": 4,
+    "studies": 4,
+    "cli": 5,
+    "__init__": 0,
+    "__main__": 5,
 }
 
 
@@ -56,14 +67,19 @@ def test_module_respects_layering(path, parts):
         root = name.split(".")[0]
         if root == "reverb":
             assert layer == "replay", f"{path} imports reverb: only actorq/replay may"
-        if root == "tensorflow" or root in ("sonnet", "trfl") or name.startswith("acme.tf") or name.startswith(
-            "acme.agents.tf"
+        if (
+            root == "tensorflow"
+            or root in ("sonnet", "trfl")
+            or name.startswith("acme.tf")
+            or name.startswith("acme.agents.tf")
         ):
             assert layer not in ("actors", "quantize"), f"{path} imports TensorFlow ({name})"
         if root == "torch":
             assert layer != "learners", f"{path}: learners never import torch"
             if layer == "quantize":
-                assert parts[-1] == "torch_modules.py", f"{path}: in quantize only torch_modules.py imports torch"
+                assert parts[-1] == "torch_modules.py", (
+                    f"{path}: in quantize only torch_modules.py imports torch"
+                )
         if root == "launch":
             assert layer == "cli", f"{path}: only the CLI imports the launchers"
         if root != "actorq" or len(name.split(".")) < 2:
@@ -79,14 +95,18 @@ def test_module_respects_layering(path, parts):
             "imports must flow downward"
         )
     if layer == "actors":
-        assert not any(n.startswith("actorq.networks.tf_nets") or n.startswith("actorq.learners") for n in _imports(path))
+        assert not any(
+            n.startswith("actorq.networks.tf_nets") or n.startswith("actorq.learners") for n in _imports(path)
+        )
 
 
 def test_launch_package_imports_only_downward():
     for path in sorted((ROOT / "launch").rglob("*.py")):
         for name in _imports(path):
             assert not name.startswith("actorq.cli"), f"{path}: launchers must not import the CLI"
-            assert name.split(".")[0] != "reverb", f"{path}: launchers reach reverb only through actorq.replay"
+            assert name.split(".")[0] != "reverb", (
+                f"{path}: launchers reach reverb only through actorq.replay"
+            )
 
 
 def test_rules_catch_a_violation(tmp_path):

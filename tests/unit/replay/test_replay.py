@@ -31,7 +31,9 @@ def test_weight_tables_hold_only_the_newest_message(reverb_server):
     pub = ReverbWeightPublisher(client, POLICY_TABLE)
     state = {"w": np.arange(12, dtype=np.float32).reshape(3, 4)}
     for version in (1, 2, 3):
-        pub.publish(encode_message(state, version=version, learner_step=10 * version, precision="int8", comm_bits=8))
+        pub.publish(
+            encode_message(state, version=version, learner_step=10 * version, precision="int8", comm_bits=8)
+        )
     for _ in range(3):  # readable any number of times, always the newest
         message = decode_message(sub.latest())
         assert message.version == 3 and message.learner_step == 30

@@ -1,0 +1,2 @@
+"""Micro-benchmarks behind ``actorq bench``: ``policy`` (actor inference latency, weight-update cost, message size
+per precision)."""

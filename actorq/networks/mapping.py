@@ -1,0 +1,182 @@
+"""The explicit TF (Sonnet) -> torch parameter mapping of the actor policies (numpy only).
+
+The original QuaRL/ActorQ code loaded learner weights into a torch actor by position and applied tanh after the
+last hidden layer where the TF learner did not: the actors never ran the learner's function. Here every TF
+variable has one named torch counterpart, listed literally below, and the shapes are checked both ways.
+
+D4PG policy (Acme ``LayerNormMLP(layers, activate_final=True) -> NearZeroInitializedLinear -> TanhToSpec``,
+built by :func:`actorq.networks.tf_nets.make_d4pg_networks` under the name scope ``policy``)::
+
+    TF variable                                         torch key        transform
+    policy/feedforward_mlp_torso/linear/w               torso.0.weight   transpose [in, out] -> [out, in]
+    policy/feedforward_mlp_torso/linear/b               torso.0.bias
+    policy/feedforward_mlp_torso/layer_norm/scale       norm.weight
+    policy/feedforward_mlp_torso/layer_norm/offset      norm.bias
+    policy/feedforward_mlp_torso/mlp/linear_{i}/w       torso.{i+1}.weight   transpose   (i = 0 .. len(layers)-2)
+    policy/feedforward_mlp_torso/mlp/linear_{i}/b       torso.{i+1}.bias
+    policy/near_zero_initialized_linear/w               head.weight      transpose
+    policy/near_zero_initialized_linear/b               head.bias
+
+DQN Q-network (``snt.nets.MLP([*layers, num_actions], name="q_network")``)::
+
+    q_network/linear_{i}/w          torso.{i}.weight   transpose   (i = 0 .. len(layers)-1)
+    q_network/linear_{i}/b          torso.{i}.bias
+    q_network/linear_{n}/w          head.weight        transpose   (n = len(layers))
+    q_network/linear_{n}/b          head.bias
+
+TanhToSpec has no variables: the action bounds come from the environment spec on both sides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+ALGORITHMS = ("d4pg", "dqn")
+DEFAULT_SCOPES = {"d4pg": "policy", "dqn": "q_network"}
+"""Root name scope of the policy variables as ``tf_nets`` builds them."""
+
+
+class MappingError(ValueError):
+    """The TF variables don't match the policy architecture: names missing or unexpected, or shapes differ."""
+
+
+def _check_algorithm(algorithm: str) -> None:
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm {algorithm!r} is not one of {ALGORITHMS}")
+
+
+def _check_layers(layers: tuple[int, ...]) -> tuple[int, ...]:
+    layers = tuple(int(w) for w in layers)
+    if not layers or any(w <= 0 for w in layers):
+        raise ValueError(f"layers must be a non-empty tuple of positive widths, got {layers}")
+    return layers
+
+
+def mapping_table(
+    algorithm: str, layers: tuple[int, ...], scope: str | None = None
+) -> list[tuple[str, str, bool]]:
+    """The mapping as rows ``(tf_name, torch_key, transpose)``, in network order.
+
+    Args:
+        algorithm: ``"d4pg"`` or ``"dqn"``.
+        layers: Hidden widths of the policy / Q-network.
+        scope: Root name scope of the TF variables; ``None`` uses :data:`DEFAULT_SCOPES` (what ``tf_nets``
+            builds); ``""`` for a D4PG policy built without a scope (Acme's own ``make_default_networks``).
+    """
+    _check_algorithm(algorithm)
+    layers = _check_layers(layers)
+    root = DEFAULT_SCOPES[algorithm] if scope is None else scope
+    p = f"{root}/" if root else ""
+    rows: list[tuple[str, str, bool]] = []
+    if algorithm == "d4pg":
+        torso = f"{p}feedforward_mlp_torso"
+        rows += [
+            (f"{torso}/linear/w", "torso.0.weight", True),
+            (f"{torso}/linear/b", "torso.0.bias", False),
+            (f"{torso}/layer_norm/scale", "norm.weight", False),
+            (f"{torso}/layer_norm/offset", "norm.bias", False),
+        ]
+        for i in range(len(layers) - 1):
+            rows += [
+                (f"{torso}/mlp/linear_{i}/w", f"torso.{i + 1}.weight", True),
+                (f"{torso}/mlp/linear_{i}/b", f"torso.{i + 1}.bias", False),
+            ]
+        rows += [
+            (f"{p}near_zero_initialized_linear/w", "head.weight", True),
+            (f"{p}near_zero_initialized_linear/b", "head.bias", False),
+        ]
+    else:
+        if not root:
+            raise ValueError("the DQN Q-network's variables always live under the MLP's name scope")
+        for i in range(len(layers)):
+            rows += [
+                (f"{p}linear_{i}/w", f"torso.{i}.weight", True),
+                (f"{p}linear_{i}/b", f"torso.{i}.bias", False),
+            ]
+        n = len(layers)
+        rows += [(f"{p}linear_{n}/w", "head.weight", True), (f"{p}linear_{n}/b", "head.bias", False)]
+    return rows
+
+
+def torch_state_shapes(
+    algorithm: str, obs_dim: int, out_dim: int, layers: tuple[int, ...]
+) -> dict[str, tuple[int, ...]]:
+    """``{torch key: shape}`` of the actor policy: what an actor expects in a weight message.
+
+    Args:
+        algorithm: ``"d4pg"`` or ``"dqn"``.
+        obs_dim: Flat observation size.
+        out_dim: Action dimensions (D4PG) or number of discrete actions (DQN).
+        layers: Hidden widths.
+    """
+    _check_algorithm(algorithm)
+    layers = _check_layers(layers)
+    shapes: dict[str, tuple[int, ...]] = {}
+    widths = (int(obs_dim), *layers)
+    for i, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        shapes[f"torso.{i}.weight"] = (fan_out, fan_in)
+        shapes[f"torso.{i}.bias"] = (fan_out,)
+        if algorithm == "d4pg" and i == 0:
+            shapes["norm.weight"] = (fan_out,)
+            shapes["norm.bias"] = (fan_out,)
+    shapes["head.weight"] = (int(out_dim), layers[-1])
+    shapes["head.bias"] = (int(out_dim),)
+    return shapes
+
+
+def tf_to_torch_state(
+    algorithm: str,
+    tf_vars: Mapping[str, np.ndarray],
+    layers: tuple[int, ...],
+    scope: str | None = None,
+) -> dict[str, np.ndarray]:
+    """Convert policy variables keyed by TF name to a torch state dict (float32, C-contiguous numpy arrays).
+
+    Args:
+        algorithm: ``"d4pg"`` or ``"dqn"``.
+        tf_vars: ``{tf variable name (no ':0'): array}``, e.g. from ``tf_nets.policy_variables``.
+        layers: Hidden widths the actor was configured with.
+        scope: Root name scope; see :func:`mapping_table`.
+
+    Returns:
+        ``{torch key: array}`` in network order; Sonnet ``w`` ([in, out]) becomes torch ``weight`` ([out, in]).
+
+    Raises:
+        MappingError: Names missing or unexpected (all of them are listed), or shapes that don't fit ``layers``.
+    """
+    rows = mapping_table(algorithm, layers, scope)
+    names = {name[:-2] if name.endswith(":0") else name: name for name in tf_vars}
+    missing = [tf_name for tf_name, _, _ in rows if tf_name not in names]
+    unexpected = sorted(set(names) - {tf_name for tf_name, _, _ in rows})
+    if missing or unexpected:
+        raise MappingError(
+            f"{algorithm} policy with layers {tuple(layers)}: "
+            + (f"missing TF variables {missing}" if missing else "")
+            + ("; " if missing and unexpected else "")
+            + (f"unexpected TF variables {unexpected}" if unexpected else "")
+        )
+    arrays = {tf_name: np.asarray(tf_vars[names[tf_name]]) for tf_name, _, _ in rows}
+    # The input width and the output width are the only sizes not fixed by ``layers``; read them off the
+    # first weight and the head bias, then demand every shape agrees with them.
+    first_w = arrays[rows[0][0]]
+    head_b = arrays[rows[-1][0]]
+    if first_w.ndim != 2 or head_b.ndim != 1:
+        raise MappingError(
+            f"{rows[0][0]} must be 2-D and {rows[-1][0]} 1-D, got shapes {first_w.shape} and {head_b.shape}"
+        )
+    expected = torch_state_shapes(algorithm, first_w.shape[0], head_b.shape[0], layers)
+    out: dict[str, np.ndarray] = {}
+    mismatches = []
+    for tf_name, key, transpose in rows:
+        value = arrays[tf_name]
+        want = expected[key][::-1] if transpose else expected[key]
+        if value.shape != want:
+            mismatches.append(f"{tf_name} has shape {value.shape}, expected {want} (for {key})")
+            continue
+        value = value.T if transpose else value
+        out[key] = np.ascontiguousarray(value, dtype=np.float32)
+    if mismatches:
+        raise MappingError(f"{algorithm} policy with layers {tuple(layers)}: " + "; ".join(mismatches))
+    return out

@@ -1,0 +1,203 @@
+"""The actor policies in torch, computing exactly the TF learner's functions (never imports TensorFlow).
+
+``D4PGPolicy`` is Acme's D4PG policy (see :mod:`actorq.networks.tf_nets`)::
+
+    x -> torso.0 (Linear) -> norm (LayerNorm, eps 1e-5 as Sonnet) -> tanh
+      -> [torso.i (Linear) -> elu] for i = 1 .. len(layers)-1     (LayerNormMLP has activate_final=True)
+      -> head (Linear) -> tanh -> (t + 1) / 2 * (high - low) + low   (TanhToSpec)
+
+``QNetwork`` is ``snt.nets.MLP([*layers, num_actions])``: ``[torso.i -> relu]* -> head``.
+
+The state-dict keys (``torso.0.weight``, ``norm.bias``, ``head.weight`` ...) are the names on the wire; the
+action bounds are plain attributes, not buffers, so they are neither sent nor cast by ``.half()``.
+
+``Int8Linear`` is the int8 layer of the quantized actors: per-output-row symmetric int8 weight codes with one
+float32 scale per row (exactly what an 8-bit or narrower weight message carries), activations quantized
+per row on the fly, int32 accumulation through ``torch._int_mm`` (AVX512-VNNI on x86). Unlike
+``torch.ao.nn.quantized.dynamic.Linear`` it needs no weight prepacking: installing new codes is a pointer swap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+SONNET_LAYER_NORM_EPS = 1e-5
+"""``snt.LayerNorm``'s default epsilon (added to the variance, as torch does)."""
+
+INT8_QMAX = 127
+"""Restricted symmetric int8 range [-127, 127], as the codec's 8-bit codes."""
+
+
+def _widths(obs_dim: int, layers: Sequence[int]) -> list[tuple[int, int]]:
+    layers = [int(w) for w in layers]
+    if not layers or any(w <= 0 for w in layers):
+        raise ValueError(f"layers must be a non-empty sequence of positive widths, got {layers}")
+    widths = [int(obs_dim), *layers]
+    return list(zip(widths[:-1], widths[1:], strict=True))
+
+
+class D4PGPolicy(nn.Module):
+    """Acme's D4PG policy: LayerNormMLP(activate_final) -> Linear -> TanhToSpec.
+
+    Args:
+        obs_dim: Flat observation size.
+        act_dim: Action dimensions.
+        layers: Hidden widths.
+        action_low: Lower action bound(s), scalar or ``[act_dim]``.
+        action_high: Upper action bound(s).
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        layers: Sequence[int],
+        action_low: float | np.ndarray = -1.0,
+        action_high: float | np.ndarray = 1.0,
+    ):
+        super().__init__()
+        pairs = _widths(obs_dim, layers)
+        self.torso = nn.ModuleList(nn.Linear(i, o) for i, o in pairs)
+        self.norm = nn.LayerNorm(pairs[0][1], eps=SONNET_LAYER_NORM_EPS)
+        self.head = nn.Linear(pairs[-1][1], int(act_dim))
+        low = np.broadcast_to(np.asarray(action_low, np.float64), (int(act_dim),))
+        high = np.broadcast_to(np.asarray(action_high, np.float64), (int(act_dim),))
+        if not (np.isfinite(low).all() and np.isfinite(high).all() and (high >= low).all()):
+            raise ValueError(f"action bounds must be finite with high >= low, got {low} and {high}")
+        # TanhToSpec keeps (max - min) and min in the spec's dtype and TF casts them to float32 in the product.
+        self.action_scale = torch.from_numpy((high - low).astype(np.float32))
+        self.action_offset = torch.from_numpy(low.astype(np.float32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.tanh(self.norm(self.torso[0](x)))
+        for layer in self.torso[1:]:
+            x = F.elu(layer(x))
+        # Rescale in float32 whatever the module's dtype: the bounds are float32 on the TF side too.
+        t = torch.tanh(self.head(x)).float()
+        return (0.5 * (t + 1.0)) * self.action_scale + self.action_offset
+
+
+class QNetwork(nn.Module):
+    """DQN Q-network ``snt.nets.MLP([*layers, num_actions])``: relu hidden layers, linear output.
+
+    Args:
+        obs_dim: Flat observation size.
+        num_actions: Number of discrete actions.
+        layers: Hidden widths.
+    """
+
+    def __init__(self, obs_dim: int, num_actions: int, layers: Sequence[int]):
+        super().__init__()
+        pairs = _widths(obs_dim, layers)
+        self.torso = nn.ModuleList(nn.Linear(i, o) for i, o in pairs)
+        self.head = nn.Linear(pairs[-1][1], int(num_actions))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.torso:
+            x = F.relu(layer(x))
+        return self.head(x)
+
+
+def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric per-output-row int8 quantization of a float ``[out, in]`` weight.
+
+    Returns:
+        ``(codes int8 [out, in] in [-127, 127], scale float32 [out])`` with ``weight ~= scale[:, None] * codes``;
+        an all-zero row gets scale 1 (codes 0), so no division by zero.
+    """
+    w = weight.detach().float()
+    amax = w.abs().amax(dim=1)
+    scale = torch.where(amax > 0, amax / INT8_QMAX, torch.ones_like(amax))
+    codes = torch.round(w / scale[:, None]).clamp_(-INT8_QMAX, INT8_QMAX).to(torch.int8)
+    return codes, scale
+
+
+class Int8Linear(nn.Module):
+    """Linear layer with int8 per-row weight codes and dynamically quantized int8 activations.
+
+    ``y = (s_x * s_w) * (q_x @ q_w.T) + b`` where ``q_x = round(x / s_x)``, ``s_x = max|x_row| / 127`` per input
+    row, and ``q_w`` / ``s_w`` are the weight codes and per-output-row scales. Accumulation is exact in int32.
+    The weights live in one tuple attribute so :meth:`set_codes` swaps them atomically (a forward running on
+    another thread sees either the old or the new set, never a mix).
+
+    Args:
+        in_features: Input width.
+        out_features: Output width.
+    """
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.in_features = int(in_features)
+        self.out_features = int(out_features)
+        self._weights = (
+            torch.zeros(self.out_features, self.in_features, dtype=torch.int8),
+            torch.ones(self.out_features),
+            torch.zeros(self.out_features),
+        )
+
+    @classmethod
+    def from_float(cls, linear: nn.Linear) -> Int8Linear:
+        """Quantize a float ``nn.Linear`` (per-row symmetric int8)."""
+        layer = cls(linear.in_features, linear.out_features)
+        codes, scale = quantize_rows(linear.weight)
+        bias = (
+            linear.bias.detach().float().clone()
+            if linear.bias is not None
+            else torch.zeros(layer.out_features)
+        )
+        layer.set_codes(codes, scale, bias)
+        return layer
+
+    def set_codes(self, codes: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor) -> None:
+        """Install int8 codes ``[out, in]``, float32 row scales ``[out]`` and float32 bias ``[out]`` (no copy).
+
+        Codes may come from any symmetric code width <= 8 bits (a 4-bit message's codes in [-7, 7] are used
+        as they are, with their own scales).
+        """
+        if codes.dtype != torch.int8 or tuple(codes.shape) != (self.out_features, self.in_features):
+            raise ValueError(f"codes must be int8 {(self.out_features, self.in_features)}, got {codes.dtype}")
+        if tuple(scale.shape) != (self.out_features,) or tuple(bias.shape) != (self.out_features,):
+            raise ValueError(f"scale and bias must have shape ({self.out_features},)")
+        self._weights = (codes.contiguous(), scale.float().contiguous(), bias.float().contiguous())
+
+    @property
+    def weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(codes, scale, bias)`` currently installed."""
+        return self._weights
+
+    def dequantized_weight(self) -> torch.Tensor:
+        """The float32 weight the codes represent (for tests and diagnostics)."""
+        codes, scale, _ = self._weights
+        return codes.float() * scale[:, None]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        codes, scale, bias = self._weights
+        amax = x.abs().amax(dim=-1, keepdim=True).clamp_min_(1e-30)
+        x_scale = amax * (1.0 / INT8_QMAX)
+        # |x / x_scale| <= 127 up to one ulp, so rounding can't leave [-127, 127]; no clamp needed.
+        xq = torch.div(x, x_scale).round_().to(torch.int8)
+        acc = torch._int_mm(xq, codes.t())  # codes stay [out, in] row-major: the fast layout for _int_mm
+        return torch.addcmul(bias, acc, x_scale * scale)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, dtype=int8 (per-row)"
+
+
+def replace_linears(module: nn.Module, factory: Callable[[nn.Linear], nn.Module]) -> nn.Module:
+    """Replace every ``nn.Linear`` inside ``module`` (recursively, in place) by ``factory(linear)``."""
+    for name, child in list(module.named_children()):
+        if isinstance(child, nn.Linear):
+            setattr(module, name, factory(child))
+        else:
+            replace_linears(child, factory)
+    return module
+
+
+def linear_prefixes(module: nn.Module) -> list[str]:
+    """Names (``torso.0``, ..., ``head``) of the float Linear layers of a policy, in network order."""
+    return [name for name, m in module.named_modules() if isinstance(m, nn.Linear)]
