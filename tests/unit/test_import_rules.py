@@ -1,7 +1,7 @@
 """The layering rules of DEVELOPERS.md, enforced on the source: imports flow one way.
 
-types/config/core/metrics -> quantize, envs -> networks, replay -> learners, actors -> roles, bench, report ->
-cli (and launch/). Only actorq/replay imports reverb; actors and quantize never import tensorflow; learners never
+types/config/core/metrics -> quantize, envs -> networks, replay -> learners, actors -> roles, report, studies ->
+bench -> cli (and launch/). Only actorq/replay imports reverb; actors and quantize never import tensorflow; learners never
 import torch; quantize imports torch only in torch_modules.py; nothing imports studies except the CLI.
 """
 
