@@ -146,6 +146,8 @@ class ActorConfig:
     """DQN: largest per-actor epsilon."""
     threads: int = 1
     """Intra-op threads for torch inference per actor."""
+    kernel: str = ""
+    """Inference kernel; empty picks the precision's default (int8: intmm | fbgemm; fp16: fbgemm | half)."""
 
 
 @dataclass(frozen=True)
@@ -285,7 +287,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``section.key=value`` overrides to a raw config mapping (returns a new mapping)."""
-    data = json.loads(json.dumps(data))
+    try:  # a deep copy that also rejects what YAML allows but a config can't hold (dates, sets, bytes)
+        data = json.loads(json.dumps(data))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ConfigError(f"config values must be numbers, strings, lists or mappings: {exc}") from None
     for text in overrides:
         path, value = parse_override(text)
         node = data
@@ -364,8 +369,10 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Experim
         raise ConfigError(f"config file {path} not found; the shipped configs are under configs/<algo>/")
     try:
         data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc}") from None
     try:
         return config_from_dict(data, overrides)
     except ConfigError as exc:

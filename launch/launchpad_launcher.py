@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -40,8 +41,11 @@ def run_role_node(role: str, config_path: str, run_dir: str, address: str, index
         index=index,
         port=port if role == "replay" else None,
     )
-    if code:
-        sys.exit(code)
+    # Like `actorq role`: skip interpreter teardown (Reverb writer destructors can block); exit with the status.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def build_program(config: ExperimentConfig, run_dir: Path, config_path: Path, port: int):

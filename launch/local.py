@@ -1,8 +1,9 @@
 """Local launcher: every role as a subprocess of ``actorq role``, owned and stopped by pid.
 
-The launcher starts replay first and waits for it to answer, then the other roles; it restarts crashed actors,
-quantizer and evaluator with bounded retries and backoff (a dead replay or learner ends the run), shows a live
-progress view, stops everything on completion, Ctrl-C/SIGTERM or a fatal role death, and writes summary.json.
+The launcher starts replay first and waits for it to answer, then the other roles; it restarts crashed replay,
+actors, quantizer and evaluator with bounded retries and backoff (a dead learner ends the run: continue it with
+``actorq train --resume RUN_DIR``), shows a live progress view, stops everything on completion, Ctrl-C/SIGTERM
+or a fatal role death, and writes summary.json.
 It signals only the pids it started; it never looks processes up by name.
 """
 
@@ -18,12 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
+from launch.energy import EnergyMeter
 from launch.monitor import RunMonitor, format_summary
 from launch.topology import RoleSpec, role_command, topology
 
 log = logging.getLogger(__name__)
 
-RESTARTABLE = ("actor", "quantizer", "evaluator")
+# Replay restarts on the same port (its argv carries --port) and restores its last Reverb checkpoint; the other roles
+# ride it out: Reverb's writers and the learner's dataset reconnect by themselves, actors and quantizer retry.
+RESTARTABLE = ("replay", "actor", "quantizer", "evaluator")
 MAX_RESTARTS = 5
 STOP_GRACE_S = 8.0
 
@@ -154,35 +158,38 @@ class LocalLauncher:
         for sig in previous:
             signal.signal(sig, interrupt)
         reason = "role_failed"
-        try:
-            self.start()
-            monitor.started = time.time()
-            last_view = 0.0
-            while True:
-                if self._interrupted:
-                    reason = "interrupted"
-                    break
-                fatal = self._check_children(monitor)
-                if fatal:
-                    reason = fatal
-                    break
-                stop = monitor.stop_reason()
-                if stop:
-                    reason = stop
-                    break
-                if not self.quiet and time.monotonic() - last_view >= (2.0 if _tty() else 30.0):
-                    last_view = time.monotonic()
-                    show_progress(monitor)
-                time.sleep(0.5)
-        except RuntimeError as exc:
-            self.failed = str(exc)
-            reason = "role_failed"
-        finally:
-            wall = time.time() - monitor.started
-            codes = self.stop()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        # Energy: CPU time of every role (sampled, and exact once reaped) plus codecarbon, into summary.json.
+        with EnergyMeter(self.run_dir) as energy:
+            try:
+                self.start()
+                monitor.started = time.time()
+                last_view = 0.0
+                while True:
+                    if self._interrupted:
+                        reason = "interrupted"
+                        break
+                    fatal = self._check_children(monitor)
+                    if fatal:
+                        reason = fatal
+                        break
+                    stop = monitor.stop_reason()
+                    if stop:
+                        reason = stop
+                        break
+                    if not self.quiet and time.monotonic() - last_view >= (2.0 if _tty() else 30.0):
+                        last_view = time.monotonic()
+                        show_progress(monitor)
+                    time.sleep(0.5)
+            except RuntimeError as exc:
+                self.failed = str(exc)
+                reason = "role_failed"
+            finally:
+                wall = time.time() - monitor.started
+                codes = self.stop()
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
         extra = {"launcher": "local", "role_exit_codes": codes, "replay_address": self.address}
+        extra["energy"] = energy.summary()
         if self.failed:
             extra["failure"] = self.failed
         summary = monitor.write_summary(reason, wall_seconds=wall, extra=extra)

@@ -3,9 +3,9 @@
 Precisions:
 
 * ``fp32``: the float model (:mod:`actorq.networks.torch_nets`).
-* ``fp16``: kernel ``"half"`` (default): the same model in half precision (weights, LayerNorm and
+* ``fp16``: kernel ``"fbgemm"`` (default, described below) or ``"half"``: the same model in half precision (weights, LayerNorm and
   activations); inputs are cast to half and outputs back to float32. CPUs without fp16 arithmetic (no
-  AVX512-FP16) run it several times slower than fp32. Kernel ``"fbgemm"``: fp16 weights, float32 activations
+  AVX512-FP16) run it several times slower than fp32, which is why it is not the default. Kernel ``"fbgemm"``: fp16 weights, float32 activations
   (``torch.ao.nn.quantized.dynamic.Linear(dtype=float16)``): faster than fp32 on large layers (half the weight
   bytes), but each update pays ``quantized::linear_prepack_fp16`` (~150 ms per 2048x2048 layer). See
   ``actorq bench policy``.
@@ -47,7 +47,7 @@ from actorq.quantize.codec import (
 logger = logging.getLogger(__name__)
 
 PRECISIONS = ("fp32", "fp16", "int8")
-KERNELS = {"fp32": ("torch",), "fp16": ("half", "fbgemm"), "int8": ("intmm", "fbgemm")}
+KERNELS = {"fp32": ("torch",), "fp16": ("fbgemm", "half"), "int8": ("intmm", "fbgemm")}
 """Kernels per precision; the first is the default."""
 QUANTIZED_ENGINE = "fbgemm"
 

@@ -11,8 +11,8 @@ For a large policy (D4PG 3x2048, obs 24, act 6: the ActorQ paper's size) and a s
 * the update cost: ``decode_message`` + ``prepare`` + ``install`` (median ms; ``install_ms`` is the part the
   acting thread pays when an updater thread prepares).
 
-Variants (``precision/kernel``, see :mod:`actorq.actors.policy`): fp32/torch, fp16/half (the default fp16),
-fp16/fbgemm, int8/intmm (the default int8) and int8/fbgemm (torch's dynamic-quantized Linear). The int8 actor runs 4-bit codes with the same kernel, so its forward rows are
+Variants (``precision/kernel``, see :mod:`actorq.actors.policy`): fp32/torch, fp16/half,
+fp16/fbgemm (the default fp16), int8/intmm (the default int8) and int8/fbgemm (torch's dynamic-quantized Linear). The int8 actor runs 4-bit codes with the same kernel, so its forward rows are
 the int8 ones.
 """
 

@@ -25,6 +25,11 @@ log = logging.getLogger(__name__)
 
 ROLE_NAMES = ("replay", "learner", "quantizer", "actor", "evaluator")
 
+_FINISHED: list = []
+"""Roles that have returned. Kept referenced so their destructors never run: Acme's adder flushes its Reverb
+writer in ``__del__``, which blocks forever once replay is gone or rate-limited. A role process exits with
+``os._exit`` right after ``main`` returns, so nothing needs them collected."""
+
 
 def build_role(
     role: str,
@@ -82,6 +87,7 @@ def main(
     except ReplayUnreachableError as exc:
         log.error("%s", exc)
         return EXIT_UNREACHABLE
+    _FINISHED.append(instance)
     return _run_until_stopped(role, instance, stop)
 
 

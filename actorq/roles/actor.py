@@ -1,8 +1,15 @@
-"""Actor role: one CPU actor process running the quantized torch policy and feeding the experience table."""
+"""Actor role: one CPU actor process running the quantized torch policy and feeding the experience table.
+
+Replay faults: a write that blocks (replay restarting, link cut, rate limiter) is reported by a watchdog after
+``replay.rate_limiter_timeout_s`` and resumes by itself when Reverb reconnects; a write that fails makes the actor
+reconnect (bounded by ``connect_timeout_s``) and start a new episode. Weight pulls that fail leave the current
+weights in place; ``weights_age_s`` in the metrics says how stale they are.
+"""
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from pathlib import Path
@@ -16,7 +23,7 @@ from actorq.envs import environment_spec, make_environment
 from actorq.metrics import read_metrics
 from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, connect
 from actorq.replay.experience import make_adder
-from actorq.roles.common import RoleBase
+from actorq.roles.common import RoleBase, StallWatchdog
 from actorq.types import BREAKDOWN_COMPONENTS, Timers
 
 log = logging.getLogger(__name__)
@@ -34,6 +41,9 @@ def build_policy(config: ExperimentConfig, precision: str | None = None) -> Quan
         action_low=spec.action_low,
         action_high=spec.action_high,
         threads=config.actor.threads,
+        kernel=(config.actor.kernel or None)
+        if (precision or config.actor.precision) == config.actor.precision
+        else None,
     )
 
 
@@ -52,6 +62,7 @@ class ActorRole(RoleBase):
     ):
         super().__init__(config, run_dir, index=actor_id)
         self.actor_id = actor_id
+        self._address, self._connect_timeout_s = address, connect_timeout_s
         client = connect(address, timeout_s=connect_timeout_s)
         seed = config.seed * 1000 + 17 * (actor_id + 1)
         self.env = make_environment(config.env, seed=seed)
@@ -76,6 +87,10 @@ class ActorRole(RoleBase):
         self.last_return: float | None = None
         self._timestep = None
         self._rate_t, self._rate_steps = time.monotonic(), self.steps
+        self._watchdog = StallWatchdog(f"actor {actor_id} replay write", config.replay.rate_limiter_timeout_s)
+        self.reconnects = 0
+        self._failed_writes = 0  # consecutive: reset by every successful write
+        self._retired: queue.SimpleQueue | None = None
         log.info(
             "actor %d: precision=%s sigma=%.3f epsilon=%.3f",
             actor_id,
@@ -92,14 +107,53 @@ class ActorRole(RoleBase):
             with self.timers.time("env"):
                 self._timestep = self.env.reset()
             self.episode_return = 0.0
-            self.actor.observe_first(self._timestep)
+            if not self._write(self.actor.observe_first, self._timestep):
+                return
         action = self.actor.select_action(self._timestep.observation)
         with self.timers.time("env"):
             self._timestep = self.env.step(action)
-        self.actor.observe(action, self._timestep)
+        if not self._write(self.actor.observe, action, self._timestep):
+            return
         self.episode_return += float(self._timestep.reward or 0.0)
         self.steps += 1
         self.actor.update()
+
+    def _write(self, call, *args) -> bool:
+        """One adder call; False (after reconnecting, with a new episode to start) when replay refused it."""
+        try:
+            with self._watchdog.watch():
+                call(*args)
+        except Exception as exc:  # Reverb's writer raises once its stream to a restarted server is gone
+            self._reconnect(exc)
+            return False
+        self._failed_writes = 0
+        return True
+
+    def _reconnect(self, exc: Exception) -> None:
+        self._failed_writes += 1
+        if self._failed_writes > 3:  # a fresh writer failing too is not a connection problem
+            raise RuntimeError(f"actor {self.actor_id}: replay writes fail even after reconnecting") from exc
+        log.warning(
+            "actor %d: replay write failed (%s: %s); reconnecting and starting a new episode",
+            self.actor_id,
+            type(exc).__name__,
+            (str(exc).splitlines() or [""])[0],
+        )
+        client = connect(self._address, timeout_s=self._connect_timeout_s)  # raises when the budget runs out
+        if self._retired is None:
+            self._retired = queue.SimpleQueue()
+            threading.Thread(
+                target=_drop_forever, args=(self._retired,), name="retired-adders", daemon=True
+            ).start()
+        # Never bound to a local name: the queue holds the last reference, so Acme's flush-on-delete of the broken
+        # writer (up to 10 s) runs on the drop thread, not here.
+        self._retired.put(
+            self.actor.reconnect(
+                make_adder(client, self.config), ReverbWeightSubscriber(client, POLICY_TABLE)
+            )
+        )
+        self.reconnects += 1
+        self._timestep = None
 
     def write_metrics(self) -> None:
         now = time.monotonic()
@@ -116,6 +170,11 @@ class ActorRole(RoleBase):
             "weights_learner_step": self.actor.weights.learner_step,
             "broadcasts_received": self.actor.weights.received,
             "rejected_messages": self.actor.weights.rejected,
+            "weights_age_s": self.actor.weights.age_s,
+            "pull_failures": self.actor.weights.pull_failures,
+            "reconnects": self.reconnects,
+            "write_stalls": self._watchdog.stalls,
+            "max_write_s": self._watchdog.take_longest(),
             "sigma": self.actor.sigma,
             "epsilon": self.actor.epsilon,
         }
@@ -133,8 +192,14 @@ class ActorRole(RoleBase):
         try:
             super().run(stop)
         finally:
+            self._watchdog.close()
             self.actor.close()
             self.env.close()
+
+
+def _drop_forever(retired: queue.SimpleQueue) -> None:
+    while True:
+        retired.get()  # the result is dropped at once: the object's __del__ runs on this thread
 
 
 def greedy_episode(env, policy: QuantizedPolicy, discrete: bool) -> float:

@@ -50,13 +50,21 @@ class EvaluatorRole(RoleBase):
         self._due = Periodic(config.evaluator.period_s)
         self._first = True
         self.evaluations = 0
+        self.replay_errors = 0
         self.best_return: float | None = None
 
     def step(self) -> None:
         if not (self._first or self._due.due()):
             time.sleep(0.1)
             return
-        buf = self._learner_sub.latest()
+        try:
+            buf = self._learner_sub.latest()
+            inserts, _ = experience_inserts(self._client)
+        except Exception as exc:  # replay restarting or unreachable: evaluate at the next period instead
+            log.warning("evaluator: replay call failed (%s); retrying next period", type(exc).__name__)
+            self.replay_errors += 1
+            time.sleep(1.0)
+            return
         if buf is None:
             time.sleep(0.5)
             return
@@ -66,7 +74,6 @@ class EvaluatorRole(RoleBase):
         except WeightMessageError as exc:
             log.error("evaluator rejected learner weights: %s", exc)
             return
-        inserts, _ = experience_inserts(self._client)
         started = time.monotonic()
         returns = [
             greedy_episode(self._env, self._fp32, self._discrete)
@@ -100,7 +107,11 @@ class EvaluatorRole(RoleBase):
         return message.learner_step
 
     def _evaluate_quantized(self) -> dict[str, float]:
-        buf = self._policy_sub.latest()
+        try:
+            buf = self._policy_sub.latest()
+        except Exception as exc:  # replay restarting: skip the quantized half of this evaluation
+            log.warning("evaluator: replay call failed (%s); no quantized evaluation", type(exc).__name__)
+            return {}
         if buf is None:
             return {}
         try:

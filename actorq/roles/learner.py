@@ -17,7 +17,7 @@ from actorq.learners import configure_tensorflow, make_learner
 from actorq.quantize.codec import encode_message
 from actorq.replay import LEARNER_WEIGHTS_TABLE, ReverbWeightPublisher, connect
 from actorq.replay.tables import environment_spec_for
-from actorq.roles.common import RoleBase
+from actorq.roles.common import RoleBase, StallWatchdog
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,8 @@ class LearnerRole(RoleBase):
         env = make_environment(config.env, seed=config.seed)
         spec = environment_spec_for(env)
         env.close()
-        ckpt = self.run_dir / "checkpoints" if config.learner.checkpoint_period_s > 0 else None
+        # Acme adds "checkpoints/<subdirectory>" itself: RUN_DIR/checkpoints/learner.
+        ckpt = self.run_dir if config.learner.checkpoint_period_s > 0 else None
         self.learner = make_learner(config, spec, address, checkpoint_dir=ckpt)
         self._publisher = _BackgroundPublisher(ReverbWeightPublisher(client, LEARNER_WEIGHTS_TABLE))
         self._start_step = self.learner.steps
@@ -97,17 +98,45 @@ class LearnerRole(RoleBase):
         self._publisher.submit(self.learner.get_variables(), self.learner.steps)
         self._rate_t, self._rate_steps = time.monotonic(), self.learner.steps
         self._step_time = 0.0
+        # A step blocks while sampling: on the rate limiter when actors fall behind, or while replay restarts
+        # (Reverb's dataset reconnects by itself). Report such stalls while they last.
+        self._watchdog = StallWatchdog("learner sample", config.replay.rate_limiter_timeout_s)
+        self._outage_budget_s = connect_timeout_s
+        self._failing_since: float | None = None
+        self.replay_errors = 0
 
     def step(self) -> None:
         started = time.perf_counter()
-        self.learner.step()
+        try:
+            with self._watchdog.watch():
+                self.learner.step()
+        except RuntimeError as exc:  # Reverb client calls (DQN priority updates) fail while replay restarts
+            self._replay_failed(exc)
+            return
+        self._failing_since = None
         self._step_time += time.perf_counter() - started
         steps = self.learner.steps
         if steps % self.config.learner.publish_period == 0:
             self._publisher.submit(self.learner.get_variables(), steps)
-        self.learner.save()
+        if self.learner.save():
+            log.info("learner checkpoint at step %d", steps)
         if self.config.learner.max_steps and steps >= self.config.learner.max_steps:
             raise _Done
+
+    def _replay_failed(self, exc: RuntimeError) -> None:
+        """Ride out a replay restart: the dataset blocks until replay is back, so just retry the step.
+
+        The update itself was applied; only that batch's priority update is lost. After ``connect_timeout_s`` of
+        failures the error is raised (the learner exits non-zero and the run stops; resume from the checkpoint).
+        """
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+            log.warning("learner: replay call failed (%s); retrying", (str(exc).splitlines() or [""])[0])
+        self.replay_errors += 1
+        if now - self._failing_since > self._outage_budget_s:
+            raise exc
+        time.sleep(0.5)
 
     def write_metrics(self) -> None:
         now, steps = time.monotonic(), self.learner.steps
@@ -121,6 +150,9 @@ class LearnerRole(RoleBase):
             "publish_ms": self._publisher.last_ms,
             "published": self._publisher.published,
             "message_bytes": self._publisher.last_bytes,
+            "max_step_s": self._watchdog.take_longest(),
+            "stalls": self._watchdog.stalls,
+            "replay_errors": self.replay_errors,
         }
         row.update(self.learner.losses)
         self.metrics.write(row)
@@ -131,7 +163,9 @@ class LearnerRole(RoleBase):
         except _Done:
             log.info("learner reached max_steps=%d", self.config.learner.max_steps)
         finally:
-            self.learner.save(force=True)
+            self._watchdog.close()
+            if self.learner.save(force=True):
+                log.info("learner checkpoint at step %d", self.learner.steps)
             self._publisher.close(flush=False)
 
 

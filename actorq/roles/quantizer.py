@@ -1,7 +1,9 @@
 """Parameter-quantizer role: learner fp32 weights -> torch state dict -> actor precision / wire bits -> actors.
 
-Versions keep increasing across restarts: a restarted quantizer reads the version of the message already in the
-policy table and continues above it.
+Versions keep increasing across restarts: a restarted quantizer continues above both the version of the message
+already in the policy table and the last version its own metrics recorded (the table may have been restored from an
+older replay checkpoint). While replay is unreachable (restarting, link down) it keeps polling with backoff; after
+``connect_timeout_s`` of failures it exits non-zero and the launcher restarts it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import time
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
+from actorq.metrics import read_metrics
 from actorq.networks.mapping import tf_to_torch_state
 from actorq.quantize.codec import WeightMessageError, decode_message, encode_message, read_header
 from actorq.replay import (
@@ -35,6 +38,10 @@ class QuantizerRole(RoleBase):
     ):
         super().__init__(config, run_dir)
         client = connect(address, timeout_s=connect_timeout_s)
+        self._outage_budget_s = connect_timeout_s
+        self._failing_since: float | None = None
+        self._failures = 0
+        self.replay_errors = 0
         self._source = ReverbWeightSubscriber(client, LEARNER_WEIGHTS_TABLE)
         self._sink = ReverbWeightPublisher(client, POLICY_TABLE)
         self._policy_sub = ReverbWeightSubscriber(client, POLICY_TABLE)
@@ -47,18 +54,31 @@ class QuantizerRole(RoleBase):
         self.rejected = 0
 
     def _resume_version(self) -> int:
+        previous = read_metrics(self.dir / "metrics.csv")
+        recorded = int(previous[-1].get("version") or 0) if previous else 0
+        in_table = 0
         try:
             buf = self._policy_sub.latest()
             if buf is not None:
-                version = read_header(buf).version
-                log.info("policy table already holds v%d: continuing above it", version)
-                return version
+                in_table = read_header(buf).version
         except (WeightMessageError, Exception) as exc:  # an unreadable old message must not stop us
-            log.warning("could not read the current policy message (%s); starting at version 0", exc)
-        return 0
+            log.warning("could not read the current policy message (%s)", exc)
+        version = max(in_table, recorded)
+        if version:
+            log.info(
+                "continuing versions above v%d (policy table v%d, metrics v%d)", version, in_table, recorded
+            )
+        return version
 
     def step(self) -> None:
-        buf = self._source.latest()
+        try:
+            buf = self._source.latest()
+        except (
+            Exception
+        ) as exc:  # replay restarting/unreachable: Reverb raises DeadlineExceeded, RuntimeError
+            self._replay_failed(exc)
+            return
+        self._failing_since = None
         if buf is None:
             time.sleep(self.config.quantizer.poll_interval_s)
             return
@@ -72,6 +92,22 @@ class QuantizerRole(RoleBase):
             self.rejected += 1
             log.error("rejected learner message: %s: %s", type(exc).__name__, exc)
             time.sleep(self.config.quantizer.poll_interval_s)
+
+    def _replay_failed(self, exc: Exception) -> None:
+        """Retry with backoff while replay is away; give up (exit non-zero) after the connect budget."""
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since, self._failures = now, 0
+            log.warning(
+                "replay call failed (%s: %s); retrying",
+                type(exc).__name__,
+                (str(exc).splitlines() or [""])[0],
+            )
+        self.replay_errors += 1
+        self._failures += 1
+        if now - self._failing_since > self._outage_budget_s:
+            raise RuntimeError(f"replay unreachable for {now - self._failing_since:.0f}s") from exc
+        time.sleep(min(0.25 * 2**self._failures, 5.0))
 
     def quantize_and_publish(self, buf) -> None:
         """Decode fp32 learner weights, map to torch keys, encode at the actor's bits, publish."""
@@ -109,6 +145,7 @@ class QuantizerRole(RoleBase):
                 "version": self.version,
                 "published": self.published,
                 "rejected": self.rejected,
+                "replay_errors": self.replay_errors,
                 "message_bytes": self.message_bytes,
                 "comm_bits": self.config.comm_bits,
                 **self.times,

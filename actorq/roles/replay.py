@@ -32,7 +32,13 @@ class ReplayRole(RoleBase):
         self.port = self.server.port
         self._client = self.server.localhost_client()
         self._last_checkpoint = time.monotonic()
+        # What a restart restored from the checkpoint (fault tests compare it with the last checkpoint's sizes).
+        log.info("replay serving on port %d with %s", self.port, self._sizes())
         (self.dir / "port").write_text(str(self.port))
+
+    def _sizes(self) -> str:
+        info = self._client.server_info(timeout=5)
+        return " ".join(f"{name}={int(table.current_size)}" for name, table in sorted(info.items()))
 
     def step(self) -> None:
         time.sleep(0.5)
@@ -45,9 +51,17 @@ class ReplayRole(RoleBase):
         if self._checkpoint_dir is None:
             return
         started = time.monotonic()
+        before = self._sizes()
         path = self._client.checkpoint()
         self._last_checkpoint = time.monotonic()
-        log.info("replay checkpoint %s (%.2fs)", path, self._last_checkpoint - started)
+        # Inserts continue during the call: the snapshot's sizes lie between these two.
+        log.info(
+            "replay checkpoint %s between %s and %s (%.2fs)",
+            path,
+            before,
+            self._sizes(),
+            self._last_checkpoint - started,
+        )
 
     def write_metrics(self) -> None:
         info = self._client.server_info(timeout=5)
