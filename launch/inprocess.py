@@ -61,6 +61,8 @@ def run_inprocess(
             time.sleep(poll_s)
         else:
             reason = "role_failed"
+    except KeyboardInterrupt:
+        reason = "interrupted"
     except Exception as exc:
         errors.append(f"startup: {type(exc).__name__}: {exc}")
         log.exception("in-process start-up failed")
@@ -76,4 +78,6 @@ def run_inprocess(
     summary = monitor.write_summary("role_failed" if errors else reason, wall_seconds=wall, extra=extra)
     if not quiet:
         sys.stdout.write(format_summary(summary) + "\n")
+    if reason == "interrupted" and not errors:
+        return 130
     return 1 if errors else 0

@@ -52,6 +52,15 @@ class WeightState:
     received: int = 0
     rejected: int = 0
     last_error: str = ""
+    pull_failures: int = 0
+    """Pulls that could not reach replay (the actor kept acting on the weights it had)."""
+    applied_at: float | None = None
+    """``time.monotonic()`` when the current weights were applied."""
+
+    @property
+    def age_s(self) -> float:
+        """Seconds since the current weights were applied (staleness while no newer ones arrive); -1 if none."""
+        return -1.0 if self.applied_at is None else time.monotonic() - self.applied_at
 
 
 class QuantizedActor:
@@ -134,6 +143,7 @@ class QuantizedActor:
             try:
                 buf = self._subscriber.latest()
             except Exception as exc:  # the replay link may be down: keep acting on what we have
+                self.weights.pull_failures += 1
                 log.warning("weight pull failed (%s); keeping weights v%d", exc, self.weights.version)
                 return None
         if buf is None:
@@ -178,6 +188,7 @@ class QuantizedActor:
         self.weights.version = header.version
         self.weights.learner_step = header.learner_step
         self.weights.received += 1
+        self.weights.applied_at = time.monotonic()
 
     # -- async updates: pull/decode/prepare on a thread, swap on the acting thread -----------------------------
     def _ensure_updater(self) -> None:
@@ -211,6 +222,11 @@ class QuantizedActor:
             with self.timers.time("apply"):
                 self._policy.install(pending[0])
             self._accept(pending[1])
+
+    def reconnect(self, adder: Adder | None, subscriber: WeightSubscriber) -> Adder | None:
+        """Use a new adder and subscriber (after the replay connection broke); returns the old adder."""
+        old, self._adder, self._subscriber = self._adder, adder, subscriber
+        return old
 
     def wait_for_weights(self, timeout_s: float, stop: threading.Event | None = None) -> bool:
         """Block (polling) until a first message is applied; False on timeout or stop."""

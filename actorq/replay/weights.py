@@ -7,6 +7,8 @@ item, so a publish replaces the previous message and a fetch always sees the new
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 
 import numpy as np
 import reverb
@@ -33,14 +35,19 @@ class ReverbWeightPublisher:
 class ReverbWeightSubscriber:
     """Fetches the newest encoded message from a one-slot table.
 
-    ``latest`` returns None when the table is still empty (or the server does not answer within the timeout), so
-    an actor keeps acting on its last good weights instead of blocking.
+    ``latest`` returns None when the table is still empty, and raises when the server does not answer within the
+    timeout (Reverb's DeadlineExceededError, or TimeoutError when a sample does not complete: replay restarting,
+    link down), so callers decide: an actor keeps acting on its last good weights, the quantizer and evaluator
+    retry. One caller at a time.
     """
 
     def __init__(self, client: reverb.Client, table: str, timeout_s: float = 5.0):
         self._client = client
         self._table = table
         self._timeout_s = timeout_s
+        self._requests: queue.SimpleQueue | None = None
+        self._outstanding: threading.Event | None = None
+        self._result: np.ndarray | BaseException | None = None
 
     def latest(self, timeout_s: float | None = None) -> np.ndarray | None:
         timeout = max(1, int(round(timeout_s if timeout_s is not None else self._timeout_s)))
@@ -48,5 +55,33 @@ class ReverbWeightSubscriber:
         info = self._client.server_info(timeout=timeout)
         if info[self._table].current_size == 0:
             return None
-        sample = next(self._client.sample(self._table, num_samples=1))
-        return np.asarray(sample[0].data[0], dtype=np.uint8)
+        return self._sample(timeout)
+
+    def _sample(self, timeout: float) -> np.ndarray:
+        """Sample on a helper thread and wait at most ``timeout``: Reverb's sample has no deadline of its own, and
+        a server that goes away between ``server_info`` and the sample would otherwise block the caller for as
+        long as it is away. A sample still blocked at the deadline stays outstanding (one at most); a later call
+        waits for it instead of starting another."""
+        if self._requests is None:
+            self._requests = queue.SimpleQueue()
+            threading.Thread(target=self._sample_forever, name=f"sample-{self._table}", daemon=True).start()
+        if self._outstanding is None:
+            self._outstanding = threading.Event()
+            self._requests.put(self._outstanding)
+        if not self._outstanding.wait(timeout):
+            raise TimeoutError(f"sampling table {self._table!r} did not complete within {timeout}s")
+        self._outstanding = None
+        result, self._result = self._result, None
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def _sample_forever(self) -> None:
+        while True:
+            done = self._requests.get()
+            try:
+                sample = next(self._client.sample(self._table, num_samples=1))
+                self._result = np.asarray(sample[0].data[0], dtype=np.uint8)
+            except Exception as exc:  # handed to the caller, who raises it
+                self._result = exc
+            done.set()

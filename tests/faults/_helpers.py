@@ -1,0 +1,108 @@
+"""What the fault tests share: waiting on a run's files, finding role processes by pid, measuring rates.
+
+Everything is read from the run directory (metrics CSVs, role logs), the way an operator would see a run; the
+tests never import TensorFlow or Reverb themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from actorq.metrics import read_metrics
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.25) -> Any:
+    """Poll ``predicate`` until it returns something truthy (returned); fail the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+
+
+def rows(run_dir: Path, role: str) -> list[dict]:
+    return read_metrics(run_dir / role / "metrics.csv")
+
+
+def last(run_dir: Path, role: str, key: str, default: float = 0.0) -> float:
+    for row in reversed(rows(run_dir, role)):
+        if row.get(key) is not None:
+            return float(row[key])
+    return default
+
+
+def rate(run_dir: Path, role: str, key: str, start: float, end: float) -> float:
+    """Increase of ``key`` per second between wall times ``start`` and ``end`` (rows of one process lifetime)."""
+    window = [r for r in rows(run_dir, role) if start <= r["time"] <= end and r.get(key) is not None]
+    if len(window) < 2 or window[-1]["time"] <= window[0]["time"]:
+        return 0.0
+    return (window[-1][key] - window[0][key]) / (window[-1]["time"] - window[0]["time"])
+
+
+def role_pid(launcher_pid: int, label: str) -> int | None:
+    """Pid of the live role process ``label`` (``replay``, ``actor_0``, ...) among the launcher's children."""
+    role, _, index = label.partition("_")
+    for child in psutil.Process(launcher_pid).children():
+        try:
+            argv = child.cmdline()
+            if child.status() == psutil.STATUS_ZOMBIE or "role" not in argv or role not in argv:
+                continue
+        except psutil.Error:
+            continue
+        if index and argv[argv.index("--index") + 1] != index:
+            continue
+        return child.pid
+    return None
+
+
+def log_lines(run_dir: Path, label: str, pattern: str) -> list[re.Match]:
+    """Every match of ``pattern`` in ``logs/<label>.log`` (all lifetimes of the role, in order)."""
+    path = run_dir / "logs" / f"{label}.log"
+    text = path.read_text(errors="replace") if path.exists() else ""
+    return list(re.finditer(pattern, text))
+
+
+def table_sizes(text: str) -> dict[str, int]:
+    """``{"priority_table": 123, ...}`` from the replay role's ``name=size`` log fields."""
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", text)}
+
+
+def record(run_dir: Path, fault: str, **numbers: float) -> None:
+    """Append one fault's measurements to RUN_DIR/fault_measurements.json (and the test log)."""
+    path = run_dir / "fault_measurements.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[fault] = {k: round(v, 2) if isinstance(v, float) else v for k, v in numbers.items()}
+    path.write_text(json.dumps(data, indent=2))
+    log.warning("fault %s: %s", fault, data[fault])
+    # Where the numbers should also go when someone wants them after the run (the tmp run dir is removed).
+    report = os.environ.get("ACTORQ_FAULT_REPORT")
+    if report:
+        merged = json.loads(Path(report).read_text()) if Path(report).exists() else {}
+        merged[fault] = data[fault]
+        Path(report).write_text(json.dumps(merged, indent=2))
+
+
+def alive(pids: list[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out

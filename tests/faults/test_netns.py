@@ -1,0 +1,205 @@
+"""Across hosts: replay, learner and quantizer in one network namespace, each actor in its own, over veth links.
+
+The test builds three namespaces with a veth pair from the "server" namespace to each actor's (10.77.<i>.1 on the
+server side, 10.77.<i>.2 on the actor side; nothing else is routed, so no traffic can leave them), starts each role
+with ``ip netns exec NS actorq role ... --replay-address ADDR``, cuts actor 0's link for 10 s with ``ip link set
+... down`` and checks that nothing crashed, that actor 0 noticed (its write watchdog and weight pulls report the
+outage) and resumed, and that its transitions keep arriving after the cut. Namespaces are deleted in a finally.
+Skipped, saying why, where namespaces can't be created (not root, no ``ip``, no CAP_SYS_ADMIN).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from actorq.config import save_config
+from tests.conftest import tiny_config
+from tests.faults._helpers import ROOT, last, log_lines, rate, record, rows, wait_until
+
+pytestmark = pytest.mark.faults
+
+PORT = 17777  # inside the server namespace nothing else listens
+CUT_S = 10.0
+STALL_REPORT_S = (
+    3.0  # replay.rate_limiter_timeout_s: the actors' write watchdog reports blocks longer than this
+)
+
+
+@dataclass(frozen=True)
+class Topology:
+    server: str
+    actors: tuple[str, ...]
+
+    def address(self, i: int) -> str:
+        return f"10.77.{i}.1:{PORT}"
+
+
+def _ip(*args: str) -> None:
+    result = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20)
+    assert result.returncode == 0, f"ip {' '.join(args)}: {result.stderr.strip()}"
+
+
+@pytest.fixture
+def namespaces():
+    if os.geteuid() != 0:
+        pytest.skip("creating network namespaces needs root (CI runs as root)")
+    if shutil.which("ip") is None:
+        pytest.skip("iproute2's `ip` command is not installed")
+    prefix = f"aq{os.getpid() % 100000}"  # unique per test process: other runs may share this machine
+    topo = Topology(f"{prefix}s", (f"{prefix}a0", f"{prefix}a1"))
+    created: list[str] = []
+    try:
+        for ns in (topo.server, *topo.actors):
+            result = subprocess.run(["ip", "netns", "add", ns], capture_output=True, text=True, timeout=20)
+            if result.returncode != 0:
+                pytest.skip(f"cannot create network namespaces here: {result.stderr.strip()}")
+            created.append(ns)
+            _ip("-n", ns, "link", "set", "lo", "up")
+        for i, ns in enumerate(topo.actors):
+            # Both ends are created inside the namespaces: the host's own interfaces are never touched.
+            _ip(
+                "-n",
+                topo.server,
+                "link",
+                "add",
+                f"s{i}",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                f"e{i}",
+                "netns",
+                ns,
+            )
+            _ip("-n", topo.server, "addr", "add", f"10.77.{i}.1/24", "dev", f"s{i}")
+            _ip("-n", ns, "addr", "add", f"10.77.{i}.2/24", "dev", f"e{i}")
+            _ip("-n", topo.server, "link", "set", f"s{i}", "up")
+            _ip("-n", ns, "link", "set", f"e{i}", "up")
+        yield topo
+    finally:
+        for ns in created:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20)
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}  # gRPC honours *_proxy variables
+    env.update(
+        PYTHONPATH=str(ROOT),
+        PYTHONUNBUFFERED="1",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        OMP_NUM_THREADS="1",
+        no_proxy="*",
+    )
+    return env
+
+
+def test_actor_link_cut_retries_and_resumes(namespaces, tmp_path):
+    run_dir = tmp_path
+    config = tiny_config(
+        "dqn", **{"replay.rate_limiter_timeout_s": STALL_REPORT_S, "replay.max_size": 200_000}
+    )
+    save_config(config, run_dir / "config.yaml")
+    (run_dir / "logs").mkdir()
+    procs: dict[str, subprocess.Popen] = {}
+
+    def start(label: str, ns: str, role: str, *args: str) -> None:
+        argv = ["ip", "netns", "exec", ns, sys.executable, "-m", "actorq.cli", "role", role]
+        argv += ["--config", str(run_dir / "config.yaml"), "--run-dir", str(run_dir), *args]
+        with (run_dir / "logs" / f"{label}.log").open(
+            "wb"
+        ) as out:  # `ip netns exec` execs: pid is the role's
+            procs[label] = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=_env())
+
+    try:
+        start("replay", namespaces.server, "replay", "--port", str(PORT))
+        wait_until(lambda: (run_dir / "replay" / "port").exists(), 180, "the replay server")
+        local = f"localhost:{PORT}"
+        start("learner", namespaces.server, "learner", "--replay-address", local)
+        start("quantizer", namespaces.server, "quantizer", "--replay-address", local)
+        for i, ns in enumerate(namespaces.actors):
+            start(f"actor_{i}", ns, "actor", "--replay-address", namespaces.address(i), "--index", str(i))
+        wait_until(
+            lambda: (
+                all(last(run_dir, f"actor_{i}", "step") > 200 for i in range(2))
+                or any(p.poll() is not None for p in procs.values())
+            ),
+            300,
+            "both actors acting across their links",
+        )
+        assert not [k for k, p in procs.items() if p.poll() is not None], "a role died before the cut"
+
+        time.sleep(3.0)
+        t_cut = time.time()
+        before = rate(run_dir, "actor_0", "step", t_cut - 3.0, t_cut)
+        _ip("-n", namespaces.actors[0], "link", "set", "e0", "down")
+        time.sleep(CUT_S)
+        steps_at_up = last(run_dir, "actor_0", "step")
+        _ip("-n", namespaces.actors[0], "link", "set", "e0", "up")
+        t_up = time.time()
+
+        # Actor 0 resumes: its own steps grow past where the cut left them, and replay keeps receiving.
+        resumed = wait_until(
+            lambda: next(
+                (r for r in rows(run_dir, "actor_0") if r["time"] > t_up and r["step"] > steps_at_up + 100),
+                None,
+            ),
+            120,
+            "actor 0 to act and insert again after the cut",
+        )
+        inserts_at = last(run_dir, "replay", "inserts")
+        wait_until(lambda: last(run_dir, "replay", "inserts") > inserts_at + 200, 60, "transitions arriving")
+        time.sleep(3.0)
+        after = rate(run_dir, "actor_0", "step", resumed["time"], time.time())
+
+        assert not [k for k, p in procs.items() if p.poll() is not None], "a role crashed"
+        # The other actor's link was never cut: it went on during actor 0's outage.
+        during = [r for r in rows(run_dir, "actor_1") if t_cut + 1 < r["time"] < t_up]
+        assert during and during[-1]["step"] > during[0]["step"]
+        # Actor 0 noticed the outage (a write blocked past the report threshold, or weight pulls failed) and retried.
+        noticed = log_lines(run_dir, "actor_0", r"blocked for more than|weight pull failed|reconnecting")
+        assert (
+            noticed
+            or last(run_dir, "actor_0", "write_stalls") + last(run_dir, "actor_0", "pull_failures") > 0
+        )
+        assert last(run_dir, "actor_0", "max_write_s") >= 0  # the column exists: the new metrics are written
+        record(
+            run_dir,
+            "link_cut",
+            cut_s=CUT_S,
+            resume_after_link_up_s=resumed["time"] - t_up,
+            actor0_steps_per_s_before=before,
+            actor0_steps_per_s_after=after,
+            actor0_write_stalls=last(run_dir, "actor_0", "write_stalls"),
+            actor0_pull_failures=last(run_dir, "actor_0", "pull_failures"),
+            actor0_reconnects=last(run_dir, "actor_0", "reconnects"),
+        )
+    finally:
+        for label in sorted(procs, key=lambda k: k == "replay"):  # replay last, as the launcher does
+            if procs[label].poll() is None:
+                procs[label].send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for proc in procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+    # Every role stopped on SIGTERM (exit 0): none was left running in a namespace.
+    assert {k: p.returncode for k, p in procs.items()} == dict.fromkeys(procs, 0)
+
+
+def test_namespace_helpers_leave_nothing_behind():
+    """No namespace of this test process survives the fixture (they are named after its pid)."""
+    if shutil.which("ip") is None:
+        pytest.skip("iproute2's `ip` command is not installed")
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=20).stdout
+    mine = [line for line in listed.splitlines() if line.startswith(f"aq{os.getpid() % 100000}")]
+    assert not mine, mine

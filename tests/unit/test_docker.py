@@ -1,0 +1,160 @@
+"""docker/: the images install the project's pins, and compose starts a consistent topology.
+
+There is no Docker engine in CI, so this checks what can be checked without one: the Dockerfiles install from
+requirements.lock with the same TensorFlow as the CPU stack (the learner's GPU build swaps only the package name),
+and every compose service's command is a valid ``actorq role`` command line (parsed by the real CLI parser) that
+agrees with the others on the replay address, actor indices and actor count. ``docker compose config`` runs too
+where a compose tool is installed (see docker/README.md for validating with one).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from actorq.cli import build_parser
+from actorq.config import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER = ROOT / "docker"
+
+
+def _instructions(name: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Dockerfile, continuation lines joined, comments dropped."""
+    text = (DOCKER / name).read_text()
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    joined = re.sub(r"\\\n", " ", "\n".join(lines))
+    return [(m.group(1).upper(), m.group(2).strip()) for m in re.finditer(r"^(\w+)\s+(.*)$", joined, re.M)]
+
+
+def _lock() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split(";")[0].strip().split("==")
+            pins[name.lower()] = version
+    return pins
+
+
+def _sed(expression: str, text: str) -> str:
+    """Apply a ``s/PATTERN/REPLACEMENT/`` sed expression (the only kind the Dockerfiles use) to every line."""
+    m = re.fullmatch(r"s/(.*?)/(.*?)/", expression)
+    assert m, expression
+    return "\n".join(re.sub(m.group(1), m.group(2), line) for line in text.splitlines())
+
+
+def test_worker_image_installs_the_lock():
+    ins = _instructions("Dockerfile.worker")
+    assert ins[0] == ("FROM", "python:3.10-slim")
+    runs = " && ".join(arg for op, arg in ins if op == "RUN")
+    assert re.search(r"pip install [^&]*-r requirements\.lock", runs)
+    assert "pip install --no-cache-dir --no-deps -e ." in runs
+    copied = {arg.split()[0] for op, arg in ins if op == "COPY"}
+    assert {"actorq", "launch", "configs", "requirements.lock"} <= copied
+    assert ins[-1] == ("ENTRYPOINT", '["actorq", "role"]')
+
+
+def test_learner_image_installs_the_lock_with_the_gpu_build_of_the_same_tensorflow():
+    ins = _instructions("Dockerfile.learner")
+    base = ins[0][1]
+    # TensorFlow 2.8 is built against CUDA 11.2 and cuDNN 8.1.
+    assert ins[0][0] == "FROM" and base.startswith("nvidia/cuda:11.2") and "cudnn8" in base
+    runs = " && ".join(arg for op, arg in ins if op == "RUN")
+    assert "python3.10" in runs
+    m = re.search(r"sed '([^']+)' requirements\.lock > (\S+)", runs)
+    assert m, "the learner image must derive its requirements from requirements.lock"
+    assert re.search(rf"pip install [^&]*-r {re.escape(m.group(2))}", runs)
+    lock_text = (ROOT / "requirements.lock").read_text()
+    gpu_lines = _sed(m.group(1), lock_text).splitlines()
+    cpu_lines = lock_text.splitlines()
+    changed = [(a, b) for a, b in zip(cpu_lines, gpu_lines, strict=True) if a != b]
+    tf = _lock()["tensorflow-cpu"]
+    assert changed == [(f"tensorflow-cpu=={tf}", f"tensorflow=={tf}")]
+    # ... and that is the TensorFlow pyproject.toml pins for the project.
+    assert f'"tensorflow-cpu=={tf}' in (ROOT / "pyproject.toml").read_text()
+    assert ins[-1] == ("ENTRYPOINT", '["actorq", "role"]')
+
+
+def _interpolate(text: str) -> str:
+    return re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: m.group(2), text)
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(_interpolate((DOCKER / "compose.yaml").read_text()))
+
+
+def test_compose_services_run_a_consistent_topology(compose):
+    services = compose["services"]
+    parser = build_parser()
+    parsed = {}
+    for name, svc in services.items():
+        argv = svc["command"]
+        assert all(isinstance(a, str) for a in argv), f"{name}: command items must be strings"
+        args, extra = parser.parse_known_args(["role", *argv])
+        assert not [e for e in extra if "=" not in e], f"{name}: unknown arguments {extra}"
+        args.overrides = list(args.overrides or []) + extra
+        parsed[name] = args
+        assert svc.get("entrypoint") is None, (
+            f"{name}: roles start through the image's `actorq role` entrypoint"
+        )
+        assert any(v.endswith(":/run-dir") for v in svc["volumes"]) and args.run_dir == "/run-dir"
+    roles = sorted(a.role for a in parsed.values())
+    assert roles.count("replay") == roles.count("learner") == roles.count("quantizer") == 1
+
+    replay = next(n for n, a in parsed.items() if a.role == "replay")
+    port = parsed[replay].port
+    assert str(port) in " ".join(services[replay]["healthcheck"]["test"])
+    for name, args in parsed.items():
+        config = load_config(ROOT / args.config, args.overrides)  # the default config exists and is valid
+        if name == replay:
+            continue
+        assert args.replay_address == f"{replay}:{port}", name
+        assert services[name]["depends_on"][replay]["condition"] == "service_healthy"
+        if args.role == "actor":
+            assert config.actor.num_actors == sum(a.role == "actor" for a in parsed.values()), name
+    indices = sorted(a.index for a in parsed.values() if a.role == "actor")
+    assert indices == list(range(len(indices))) and len(indices) >= 1, "actor indices must be 0..N-1, unique"
+
+
+def test_only_the_learner_gets_a_gpu(compose):
+    for name, svc in compose["services"].items():
+        devices = svc.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
+        gpu = any("gpu" in d.get("capabilities", []) for d in devices)
+        if svc["command"][0] == "learner":
+            assert gpu and svc["image"].startswith("actorq-learner")
+            assert svc["build"]["dockerfile"] == "docker/Dockerfile.learner"
+        else:
+            assert not gpu and svc["image"].startswith("actorq-worker"), name
+            assert svc["environment"]["NVIDIA_VISIBLE_DEVICES"] == "", name
+
+
+def test_build_contexts_ignore_everything_the_images_do_not_copy():
+    for name in ("Dockerfile.worker", "Dockerfile.learner"):
+        ignore = (DOCKER / f"{name}.dockerignore").read_text().split()
+        assert "*" in ignore
+        for op, arg in _instructions(name):
+            for path in shlex.split(arg)[:-1] if op == "COPY" else []:
+                assert f"!{path}" in ignore, f"{name} copies {path} but its .dockerignore leaves it out"
+
+
+@pytest.mark.skipif(
+    not (shutil.which("docker-compose") or shutil.which("docker")), reason="no compose tool installed"
+)
+def test_compose_tool_accepts_the_file():
+    tool = [shutil.which("docker-compose")] if shutil.which("docker-compose") else ["docker", "compose"]
+    result = subprocess.run(
+        [*tool, "-f", str(DOCKER / "compose.yaml"), "config", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if tool[0].endswith("docker") and "unknown" in (result.stderr + result.stdout):
+        pytest.skip("docker is installed without the compose plugin")
+    assert result.returncode == 0, result.stderr
