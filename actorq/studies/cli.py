@@ -1,0 +1,218 @@
+"""``actorq`` subcommands of the QuaRL study toolkit.
+
+The lead's ``actorq/cli.py`` calls :func:`add_subcommands` with its top-level subparsers and
+:func:`add_bench_parser` with the subparsers of ``actorq bench``. Each command sets ``func`` to a callable that
+takes the parsed Namespace and returns an exit code. ``python -m actorq.studies.cli ...`` runs them standalone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+ALGO_CHOICES = ["a2c", "dqn", "ppo", "ddpg", "td3", "sac"]
+
+
+def _threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(n)
+
+
+def cmd_zoo_train(a: argparse.Namespace) -> int:
+    from actorq.studies import zoo
+
+    _threads(a.threads)
+    _, meta = zoo.train(a.algo, a.env, a.steps, out=a.out, seed=a.seed, eval_episodes=a.eval_episodes)
+    print(json.dumps(meta, indent=2))
+    return 0
+
+
+def _load(a: argparse.Namespace) -> tuple[object, dict]:
+    from actorq.studies import zoo
+
+    model, meta = zoo.load_policy(a.policy, algo=a.algo, env_id=getattr(a, "env", None))
+    if not meta.get("env_id"):
+        raise SystemExit("--env is required for a policy without meta.json")
+    return model, meta
+
+
+def cmd_ptq(a: argparse.Namespace) -> int:
+    from actorq.studies import ptq
+
+    _threads(a.threads)
+    model, meta = _load(a)
+    cfg = ptq.PtqConfig(
+        precisions=ptq.parse_precisions(a.bits), episodes=a.episodes, seeds=a.seeds,
+        per_channel_linear=a.per_channel_linear, quantize_activations=a.activations, act_bits=a.act_bits,
+        calib_steps=a.calib_steps, n_envs=a.n_envs, max_episode_steps=a.max_episode_steps,
+    )  # fmt: skip
+    title = f"{meta['algo'].upper()} {meta['env_id']}"
+    res = ptq.run_ptq(model, meta["env_id"], cfg, out=a.out, title=title)
+    print(ptq.table_markdown(res))
+    print(ptq.layers_markdown(res))
+    return 0
+
+
+def cmd_qat(a: argparse.Namespace) -> int:
+    from actorq.studies import qat
+
+    _threads(a.threads)
+    bits = [int(b) for b in str(a.bits).split(",")]
+    res = qat.compare(
+        a.algo, a.env, bits, a.steps, a.quant_delay, seeds=a.seeds, episodes=a.episodes, out=a.out
+    )
+    print(qat.table_markdown(res))
+    return 0
+
+
+def cmd_weights(a: argparse.Namespace) -> int:
+    from actorq.quantize.torch_modules import QuantScheme
+    from actorq.studies import weights
+
+    model, meta = _load(a)
+    scheme = QuantScheme.parse(a.bits, per_channel_linear=a.per_channel_linear)
+    res = weights.run_weights(model, scheme, a.out, title=f"{meta['algo'].upper()} {meta['env_id']}")
+    print(weights.table_markdown(res))
+    return 0
+
+
+def cmd_mixed_precision(a: argparse.Namespace) -> int:
+    from actorq.studies import mixed_precision as mp
+
+    sizes = {k: mp.SIZES[k] for k in a.sizes.split(",")}
+    res = mp.run_mixed_precision(
+        a.env, sizes=sizes, steps=a.steps, seed=a.seed, eval_every=a.eval_every, out=a.out, threads=a.threads
+    )
+    print(mp.table_markdown(res))
+    return 0
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from actorq.studies import report
+
+    text = report.render(a.input, a.out)
+    print(text if a.print else f"wrote {a.out or Path(a.input) / 'README.md'}")
+    return 0
+
+
+def cmd_bench_deploy(a: argparse.Namespace) -> int:
+    from actorq.studies import deploy
+
+    res = deploy.run_bench(
+        a.out, policies=a.policies.split(","), backends=a.backends.split(","), obs_dim=a.obs_dim,
+        iters=a.iters, memory_limit=not a.no_memory_limit, models_dir=a.models_dir,
+    )  # fmt: skip
+    print(deploy.table_markdown(res))
+    return 0
+
+
+def _policy_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy", required=True, help="run directory (model.zip + meta.json) or an SB3 .zip")
+    p.add_argument(
+        "--algo", choices=ALGO_CHOICES, default=None, help="needed for a bare .zip if not guessable"
+    )
+
+
+def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``zoo``, ``ptq``, ``qat``, ``weights``, ``mixed-precision`` and ``studies-report``."""
+    zoo_p = subparsers.add_parser("zoo", help="train stable-baselines3 policies to study")
+    zsub = zoo_p.add_subparsers(dest="zoo_command", required=True)
+    t = zsub.add_parser("train", help="train and save a policy (model.zip + meta.json)")
+    t.add_argument("--algo", choices=ALGO_CHOICES, required=True)
+    t.add_argument(
+        "--env", required=True, help="gymnasium id: CartPole-v1, Hopper-v5, PongNoFrameskip-v4, ..."
+    )
+    t.add_argument("--steps", type=int, required=True)
+    t.add_argument("--out", required=True)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--eval-episodes", type=int, default=10)
+    t.add_argument("--threads", type=int, default=1)
+    t.set_defaults(func=cmd_zoo_train)
+
+    p = subparsers.add_parser("ptq", help="post-training quantization sweep (table + sweet-spot plot)")
+    _policy_args(p)
+    p.add_argument("--env", default=None, help="defaults to the policy's meta.json")
+    p.add_argument("--bits", default="fp32,fp16,8,7,6,5,4,3,2", help="comma list: fp32,fp16,bf16,2..16")
+    p.add_argument("--episodes", type=int, default=100, help="episodes per evaluation seed")
+    p.add_argument("--seeds", type=int, default=3, help="evaluation seeds")
+    p.add_argument(
+        "--per-channel-linear", action="store_true", help="per-output-row scales for Linear weights"
+    )
+    p.add_argument("--activations", action="store_true", help="also quantize every layer's input activation")
+    p.add_argument("--act-bits", type=int, default=None, help="activation bits (default: the weight bits)")
+    p.add_argument("--calib-steps", type=int, default=1000, help="recorded observations for calibration")
+    p.add_argument("--n-envs", type=int, default=4, help="env copies stepped together during evaluation")
+    p.add_argument("--max-episode-steps", type=int, default=None)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=cmd_ptq)
+
+    q = subparsers.add_parser("qat", help="quantization-aware training, compared with PTQ and fp32")
+    q.add_argument("--algo", choices=ALGO_CHOICES, required=True)
+    q.add_argument("--env", required=True)
+    q.add_argument("--bits", default="8", help="bit width or comma list, e.g. 8,6,4")
+    q.add_argument("--quant-delay", type=int, required=True, help="step at which fake quantization starts")
+    q.add_argument("--steps", type=int, required=True)
+    q.add_argument("--seeds", type=int, default=3, help="independently trained policies per variant")
+    q.add_argument("--episodes", type=int, default=20)
+    q.add_argument("--threads", type=int, default=1)
+    q.add_argument("--out", required=True)
+    q.set_defaults(func=cmd_qat)
+
+    w = subparsers.add_parser("weights", help="weight histograms with the quantization grid + stats")
+    _policy_args(w)
+    w.add_argument("--bits", default="8")
+    w.add_argument("--per-channel-linear", action="store_true")
+    w.add_argument("--out", required=True)
+    w.set_defaults(func=cmd_weights)
+
+    m = subparsers.add_parser("mixed-precision", help="fp32 vs mixed precision DQN training (Policy A/B/C)")
+    m.add_argument("--env", default="CartPole-v1")
+    m.add_argument("--steps", type=int, default=20_000)
+    m.add_argument("--sizes", default="A,B,C", help="subset of A (64x64), B (256x256), C (1024x1024)")
+    m.add_argument("--eval-every", type=int, default=2000)
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--threads", type=int, default=1)
+    m.add_argument("--out", required=True)
+    m.set_defaults(func=cmd_mixed_precision)
+
+    r = subparsers.add_parser("studies-report", help="render all study outputs under a directory to markdown")
+    r.add_argument("--in", dest="input", default="reports/studies")
+    r.add_argument("--out", default=None, help="default: <in>/README.md")
+    r.add_argument("--print", action="store_true")
+    r.set_defaults(func=cmd_report)
+
+
+def add_bench_parser(bench_subparsers: argparse._SubParsersAction) -> None:
+    """Register ``deploy`` under ``actorq bench``."""
+    d = bench_subparsers.add_parser("deploy", help="fp32 vs int8 policy latency / memory / size (Table 4/6)")
+    d.add_argument("--out", default="reports/studies/deploy")
+    d.add_argument("--policies", default="I,II,III", help="I (3x64), II (3x256), III (4096-512-1024)")
+    d.add_argument("--backends", default="onnx,torchscript")
+    d.add_argument("--obs-dim", type=int, default=512)
+    d.add_argument("--iters", type=int, default=2000)
+    d.add_argument("--no-memory-limit", action="store_true", help="skip the RLIMIT_AS runs")
+    d.add_argument("--models-dir", default=None, help="keep the exported models here (default: temporary)")
+    d.set_defaults(func=cmd_bench_deploy)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry point with the same commands (``bench deploy`` included)."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="actorq-studies", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_subcommands(sub)
+    bench = sub.add_parser("bench", help="benchmarks")
+    add_bench_parser(bench.add_subparsers(dest="bench_command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

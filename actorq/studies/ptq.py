@@ -1,0 +1,259 @@
+"""Post-training quantization sweeps (QuaRL Table 2 and the sweet-spot figure).
+
+For each precision the policy's fp32 weights are restored, every Linear/Conv weight of the deployed networks
+is quantized in place (:func:`actorq.quantize.torch_modules.ptq_quantize_`), optionally the input activation
+of every layer is fake-quantized with ranges calibrated on recorded observations, and the policy is evaluated
+deterministically on the same env seeds as its fp32 original. Outputs: ``ptq.csv``, ``ptq.json`` (rows and
+the per-layer report), ``ptq_table.md`` and ``sweet_spot.png``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from stable_baselines3.common.base_class import BaseAlgorithm
+
+from actorq.quantize import torch_modules as tq
+from actorq.studies import envs, plots, zoo
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PRECISIONS = ("fp32", "fp16", "8", "7", "6", "5", "4", "3", "2")
+
+
+def parse_precisions(spec: str | list[str]) -> list[str]:
+    """``"fp32,fp16,8,4"`` -> ``["fp32", "fp16", "8", "4"]`` (validated; fp32 always first)."""
+    items = [
+        s.strip().lower().removeprefix("int") for s in (spec.split(",") if isinstance(spec, str) else spec)
+    ]
+    items = [s for s in items if s]
+    for s in items:
+        tq.QuantScheme.parse(s)
+    if "fp32" in items:
+        items.remove("fp32")
+    return ["fp32", *items]
+
+
+def relative_error(fp32: float, value: float) -> float:
+    """QuaRL's E%: ``100 * (R_fp32 - R_q) / |R_fp32|`` (negative = the quantized policy did better)."""
+    if fp32 == 0:
+        return 0.0 if value == 0 else float("inf") * np.sign(-value)
+    return 100.0 * (fp32 - value) / abs(fp32)
+
+
+@dataclass
+class PtqConfig:
+    """Options of one sweep."""
+
+    precisions: list[str] = field(default_factory=lambda: list(DEFAULT_PRECISIONS))
+    episodes: int = 100
+    seeds: int = 3
+    per_channel_linear: bool = False
+    quantize_activations: bool = False
+    act_bits: int | None = None  # default: the weight bit width (8 for fp16 runs is not used: fp16 acts stay)
+    calib_steps: int = 1000
+    n_envs: int = 4
+    max_episode_steps: int | None = None
+
+
+def _forward_all(model: BaseAlgorithm, obs: np.ndarray) -> None:
+    """Run the deployed networks on a batch so every layer's activation observer sees data."""
+    pol = model.policy
+    x = pol.obs_to_tensor(obs)[0]
+    with torch.no_grad():
+        for mod in zoo.deployed_modules(model).values():
+            if mod is pol and hasattr(pol, "evaluate_actions"):
+                pol(x)  # actor-critic forward computes both heads
+            else:
+                mod(x)
+
+
+def quantize_policy(
+    model: BaseAlgorithm,
+    scheme: tq.QuantScheme,
+    act_bits: int | None = None,
+    calib_obs: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """Quantize the deployed networks of ``model`` in place; return the layer report.
+
+    Args:
+        model: SB3 model (modified in place; keep a copy of its state to undo).
+        scheme: Weight scheme.
+        act_bits: Quantize every layer's input activation to this many bits (needs ``calib_obs``).
+        calib_obs: Recorded observations for min/max activation calibration.
+
+    Returns:
+        ``{"layers": [...], "not_deployed": [...], "activation_ranges": {...}}``.
+    """
+    layers: list[dict] = []
+    for name, mod in zoo.deployed_modules(model).items():
+        layers += [r.to_dict() for r in tq.ptq_quantize_(mod, scheme, prefix=f"{name}.")]
+    not_deployed = [
+        {"name": name, "n_params": sum(p.numel() for p in mod.parameters()), "note": "training only; fp32"}
+        for name, mod in zoo.training_only_modules(model).items()
+    ]
+    ranges: dict[str, tuple[float, float]] = {}
+    if act_bits is not None:
+        if calib_obs is None:
+            raise ValueError("activation quantization needs calibration observations")
+        for mod in zoo.deployed_modules(model).values():
+            tq.wrap_quant_layers(mod, weight_scheme=None, act_bits=act_bits)
+            tq.set_calibrating(mod, True)
+        model.policy.set_training_mode(False)
+        for i in range(0, len(calib_obs), 256):
+            _forward_all(model, calib_obs[i : i + 256])
+        for name, mod in zoo.deployed_modules(model).items():
+            tq.set_calibrating(mod, False)
+            ranges.update({f"{name}.{k}": v for k, v in tq.activation_ranges(mod).items()})
+        missing = [k for k, (lo, hi) in ranges.items() if not np.isfinite([lo, hi]).all()]
+        if missing:
+            raise RuntimeError(f"calibration never reached layers {missing}")
+    return {"layers": layers, "not_deployed": not_deployed, "activation_ranges": ranges}
+
+
+def unquantize_policy(model: BaseAlgorithm, state: dict[str, torch.Tensor]) -> None:
+    """Remove activation wrappers and restore the saved fp32 state."""
+    for mod in zoo.deployed_modules(model).values():
+        tq.unwrap_quant_layers(mod)
+    model.policy.load_state_dict(state)
+
+
+def run_ptq(
+    model: BaseAlgorithm,
+    env_id: str,
+    cfg: PtqConfig,
+    out: str | Path | None = None,
+    title: str = "",
+) -> dict[str, Any]:
+    """Sweep the precisions of ``cfg`` over ``model`` and (optionally) write the outputs to ``out``.
+
+    Returns:
+        ``{"rows": [...], "layers": {precision: report}, "config": ...}``; each row has precision,
+        mean/std over all episodes, per-seed means, E% vs fp32.
+    """
+    precisions = parse_precisions(cfg.precisions)
+    fp32_state = copy.deepcopy(model.policy.state_dict())
+    calib = None
+    if cfg.quantize_activations:
+        calib = envs.record_observations(
+            model, env_id, cfg.calib_steps, seed=7, max_episode_steps=cfg.max_episode_steps
+        )
+    rows: list[dict[str, Any]] = []
+    layer_reports: dict[str, Any] = {}
+    for prec in precisions:
+        scheme = tq.QuantScheme.parse(prec, per_channel_linear=cfg.per_channel_linear)
+        act_bits = None
+        if cfg.quantize_activations and scheme.precision == "int":
+            act_bits = cfg.act_bits or scheme.bits
+        report = quantize_policy(model, scheme, act_bits=act_bits, calib_obs=calib)
+        layer_reports[scheme.label] = report
+        per_seed = []
+        episodes = []
+        for s in range(cfg.seeds):
+            r = envs.evaluate(
+                model, env_id, cfg.episodes, seed=envs.eval_seed(s), n_envs=cfg.n_envs,
+                max_episode_steps=cfg.max_episode_steps,
+            )  # fmt: skip
+            per_seed.append(float(r.mean()))
+            episodes.append(r)
+        allr = np.concatenate(episodes)
+        rows.append(
+            {
+                "precision": scheme.label,
+                "bits": scheme.bits,
+                "activations": f"uint{act_bits}" if act_bits else "fp32",
+                "mean": float(allr.mean()),
+                "std": float(allr.std()),
+                "seed_means": per_seed,
+                "seed_std": float(np.std(per_seed)),
+                "episodes": int(allr.size),
+                "layers_quantized": sum(1 for x in report["layers"] if x["quantized"]),
+                "layers_total": len(report["layers"]),
+            }
+        )
+        logger.info("PTQ %s %s: %.1f +/- %.1f", env_id, scheme.label, allr.mean(), allr.std())
+        unquantize_policy(model, fp32_state)
+    base = rows[0]["mean"]
+    for row in rows:
+        row["E%"] = relative_error(base, row["mean"])
+    result = {
+        "title": title or env_id,
+        "env_id": env_id,
+        "config": {**cfg.__dict__, "precisions": precisions},
+        "rows": rows,
+        "layers": layer_reports,
+    }
+    if out is not None:
+        write_outputs(result, Path(out))
+    return result
+
+
+def table_markdown(result: dict[str, Any]) -> str:
+    """QuaRL Table 2 style: one line per precision with reward and relative error."""
+    lines = [
+        f"PTQ: {result['title']} ({result['rows'][0]['episodes']} episodes = "
+        f"{result['config']['seeds']} seeds x {result['config']['episodes']})",
+        "",
+        "| precision | activations | reward mean | reward std | seed std | E% vs fp32 | layers quantized |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['precision']} | {r['activations']} | {r['mean']:.1f} | {r['std']:.1f} | {r['seed_std']:.1f} | "
+            f"{r['E%']:.2f} | {r['layers_quantized']}/{r['layers_total']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def layers_markdown(result: dict[str, Any], precision: str | None = None) -> str:
+    """Per-layer report of one precision (default: the lowest integer width of the sweep)."""
+    labels = list(result["layers"])
+    precision = precision or labels[-1]
+    rep = result["layers"][precision]
+    lines = [
+        f"Layers at {precision}:",
+        "",
+        "| layer | type | shape | quantized | scheme | weight MSE | changed | bias |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for x in rep["layers"]:
+        lines.append(
+            f"| {x['name']} | {x['kind']} | {'x'.join(map(str, x['shape']))} | {x['quantized']} | {x['scheme']} | "
+            f"{x['weight_mse']:.3g} | {100 * x['changed_fraction']:.0f}% | {x['note'] or x['bias']} |"
+        )
+    for x in rep["not_deployed"]:
+        lines.append(
+            f"| {x['name']} | (not deployed) | {x['n_params']} params | False | fp32 | | | {x['note']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(result: dict[str, Any], out: Path) -> None:
+    """Write ``ptq.json``, ``ptq.csv``, ``ptq_table.md`` and ``sweet_spot.png`` under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ptq.json").write_text(json.dumps(result, indent=2))
+    cols = [
+        "precision",
+        "bits",
+        "activations",
+        "mean",
+        "std",
+        "seed_std",
+        "E%",
+        "episodes",
+        "layers_quantized",
+    ]
+    with open(out / "ptq.csv", "w") as f:
+        f.write(",".join(cols + ["seed_means"]) + "\n")
+        for r in result["rows"]:
+            vals = [f"{r[c]:.4f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
+            f.write(",".join(vals + [";".join(f"{v:.3f}" for v in r["seed_means"])]) + "\n")
+    (out / "ptq_table.md").write_text(table_markdown(result) + "\n" + layers_markdown(result))
+    plots.sweet_spot(result, out / "sweet_spot.png")

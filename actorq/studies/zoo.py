@@ -1,0 +1,242 @@
+"""Train and load the stable-baselines3 policies the studies quantize (no pretrained downloads exist here).
+
+Hyperparameters follow rl-baselines3-zoo where it has a tuned set for the task family (CartPole, MuJoCo,
+Atari), trimmed so that a CPU core trains a usable CartPole policy in seconds. A trained model is saved as
+SB3's own ``model.zip`` plus ``meta.json`` (algorithm, env, seed, steps, timing) beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.noise import NormalActionNoise
+from stable_baselines3.common.utils import LinearSchedule
+from torch import nn
+
+from actorq.studies import envs
+
+logger = logging.getLogger(__name__)
+
+ALGOS: dict[str, type[BaseAlgorithm]] = {
+    "a2c": A2C,
+    "dqn": DQN,
+    "ppo": PPO,
+    "ddpg": DDPG,
+    "td3": TD3,
+    "sac": SAC,
+}
+MUJOCO_PREFIXES = (
+    "HalfCheetah",
+    "Walker2d",
+    "Hopper",
+    "Ant",
+    "Humanoid",
+    "Swimmer",
+    "Reacher",
+    "InvertedPendulum",
+)
+
+
+def _family(env_id: str) -> str:
+    if envs.is_atari(env_id):
+        return "atari"
+    if env_id.startswith(MUJOCO_PREFIXES):
+        return "mujoco"
+    return "classic"
+
+
+def hyperparams(algo: str, env_id: str) -> tuple[dict[str, Any], int]:
+    """SB3 constructor kwargs and number of training envs for ``algo`` on ``env_id``."""
+    fam = _family(env_id)
+    if algo == "ppo":
+        if fam == "atari":
+            return dict(
+                n_steps=128, n_epochs=4, batch_size=256, learning_rate=2.5e-4, clip_range=0.1,
+                vf_coef=0.5, ent_coef=0.01,
+            ), 8  # fmt: skip
+        if fam == "mujoco":
+            return dict(
+                n_steps=512, batch_size=64, gae_lambda=0.95, gamma=0.99, n_epochs=10, learning_rate=3e-4
+            ), 1
+        return dict(
+            n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
+            learning_rate=LinearSchedule(1e-3, 0.0, 1.0), clip_range=LinearSchedule(0.2, 0.0, 1.0),
+        ), 8  # fmt: skip
+    if algo == "a2c":
+        if fam == "atari":
+            return dict(ent_coef=0.01, vf_coef=0.25), 16
+        if fam == "mujoco":
+            return dict(n_steps=8, learning_rate=7e-4, gae_lambda=0.9, use_rms_prop=True), 4
+        # Larger rollouts and a little GAE make A2C on CartPole converge within 1e5 steps.
+        return dict(n_steps=8, ent_coef=0.0, gae_lambda=0.9, learning_rate=1e-3), 8
+    if algo == "dqn":
+        if fam == "atari":
+            return dict(
+                buffer_size=10_000, learning_rate=1e-4, batch_size=32, learning_starts=10_000,
+                target_update_interval=1000, train_freq=4, gradient_steps=1, exploration_fraction=0.1,
+                exploration_final_eps=0.01, optimize_memory_usage=False,
+            ), 1  # fmt: skip
+        return dict(
+            learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000, gamma=0.99,
+            target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.16,
+            exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256]),
+        ), 1  # fmt: skip
+    if algo in ("ddpg", "td3", "sac"):
+        kw: dict[str, Any] = dict(learning_starts=10_000 if fam == "mujoco" else 1000, batch_size=256)
+        if algo != "sac":
+            kw["policy_kwargs"] = dict(net_arch=[400, 300])
+        return kw, 1
+    raise ValueError(f"unknown algorithm {algo!r}; choose from {sorted(ALGOS)}")
+
+
+def make_model(algo: str, env_id: str, seed: int = 0, **overrides: Any) -> BaseAlgorithm:
+    """A fresh, seeded SB3 model with the toolkit's hyperparameters (``overrides`` win)."""
+    algo = algo.lower()
+    kwargs, n_envs = hyperparams(algo, env_id)
+    kwargs.update(overrides)
+    venv = envs.make_env(env_id, n_envs=n_envs, seed=seed, training=True)
+    if algo in ("ddpg", "td3") and "action_noise" not in kwargs:
+        n_act = venv.action_space.shape[0]
+        kwargs["action_noise"] = NormalActionNoise(np.zeros(n_act), 0.1 * np.ones(n_act))
+    policy = "CnnPolicy" if envs.is_atari(env_id) else "MlpPolicy"
+    return ALGOS[algo](policy, venv, seed=seed, device="cpu", verbose=0, **kwargs)
+
+
+def train(
+    algo: str,
+    env_id: str,
+    steps: int,
+    out: str | Path | None = None,
+    seed: int = 0,
+    eval_episodes: int = 10,
+    **overrides: Any,
+) -> tuple[BaseAlgorithm, dict[str, Any]]:
+    """Train a policy, optionally save it to ``out/model.zip`` + ``out/meta.json``.
+
+    Returns:
+        The model and its metadata (including a quick deterministic evaluation).
+    """
+    model = make_model(algo, env_id, seed=seed, **overrides)
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=steps)
+    train_s = time.perf_counter() - t0
+    meta: dict[str, Any] = {
+        "algo": algo.lower(),
+        "env_id": env_id,
+        "seed": seed,
+        "steps": steps,
+        "train_seconds": round(train_s, 2),
+        "policy_class": type(model.policy).__name__,
+        "torch_version": torch.__version__,
+    }
+    if eval_episodes > 0:
+        r = envs.evaluate(model, env_id, eval_episodes, seed=envs.eval_seed(0))
+        meta.update(eval_mean=float(r.mean()), eval_std=float(r.std()), eval_episodes=eval_episodes)
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        model.save(out / "model.zip")
+        (out / "meta.json").write_text(json.dumps(meta, indent=2))
+        logger.info("saved %s %s policy to %s (%s)", algo, env_id, out, meta)
+    return model, meta
+
+
+def _guess_algo(zip_path: Path) -> str:
+    """Algorithm of an SB3 zip without metadata, from the attributes its ``data`` JSON stores."""
+    with zipfile.ZipFile(zip_path) as zf:
+        data = json.loads(zf.read("data"))
+    if "clip_range" in data:
+        return "ppo"
+    if "exploration_rate" in data or "target_update_interval" in data:
+        return "dqn"
+    if "ent_coef" in data and "target_entropy" in data:
+        return "sac"
+    if "policy_delay" in data:
+        return "td3" if data.get("policy_delay", 1) != 1 or data.get("target_policy_noise", 0) else "ddpg"
+    if "normalize_advantage" in data or "rms_prop_eps" in data:
+        return "a2c"
+    raise ValueError(f"cannot tell the algorithm of {zip_path}; pass --algo")
+
+
+def resolve_policy(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """Zip path and metadata for a run directory or a bare SB3 ``.zip``."""
+    path = Path(path)
+    zip_path = path / "model.zip" if path.is_dir() else path
+    if not zip_path.exists():
+        raise FileNotFoundError(f"no SB3 policy at {zip_path}")
+    meta_path = zip_path.parent / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    return zip_path, meta
+
+
+def load_policy(
+    path: str | Path, algo: str | None = None, env_id: str | None = None
+) -> tuple[BaseAlgorithm, dict]:
+    """Load a toolkit run directory or a user-supplied SB3 ``.zip`` on CPU.
+
+    Args:
+        path: Run directory (with ``model.zip``/``meta.json``) or a ``.zip``.
+        algo: Algorithm name when there is no ``meta.json`` (guessed from the zip otherwise).
+        env_id: Env id (overrides the metadata).
+
+    Returns:
+        The model and its metadata (``algo``/``env_id`` filled in).
+    """
+    zip_path, meta = resolve_policy(path)
+    algo = (algo or meta.get("algo") or _guess_algo(zip_path)).lower()
+    meta = {**meta, "algo": algo, "path": str(zip_path)}
+    if env_id:
+        meta["env_id"] = env_id
+    model = ALGOS[algo].load(zip_path, device="cpu")
+    return model, meta
+
+
+def deployed_modules(model: BaseAlgorithm) -> dict[str, nn.Module]:
+    """The networks that compute the deployed policy's actions: these are what gets quantized.
+
+    DQN: the online Q-network. PPO/A2C: the whole actor-critic policy (shared features, both heads).
+    DDPG/TD3/SAC: the actor.
+    """
+    pol = model.policy
+    if isinstance(model, DQN):
+        return {"q_net": pol.q_net}
+    if isinstance(model, (TD3, SAC)):  # DDPG subclasses TD3
+        return {"actor": pol.actor}
+    return {"policy": pol}
+
+
+def training_only_modules(model: BaseAlgorithm) -> dict[str, nn.Module]:
+    """Networks used only while training (targets, critics): reported, not part of the deployed policy."""
+    pol = model.policy
+    if isinstance(model, DQN):
+        return {"q_net_target": pol.q_net_target}
+    if isinstance(model, (TD3, SAC)):
+        out = {"critic": pol.critic, "critic_target": pol.critic_target}
+        if hasattr(pol, "actor_target"):
+            out["actor_target"] = pol.actor_target
+        return out
+    return {}
+
+
+def qat_modules(model: BaseAlgorithm) -> dict[str, nn.Module]:
+    """Networks that get fake-quant layers in QAT: the deployed ones and their target copies.
+
+    Target copies are quantized too so that the bootstrapped targets come from the same quantized function
+    the online network computes (as a whole-graph TF rewrite would have done).
+    """
+    mods = deployed_modules(model)
+    pol = model.policy
+    if isinstance(model, DQN):
+        mods["q_net_target"] = pol.q_net_target
+    elif hasattr(pol, "actor_target"):
+        mods["actor_target"] = pol.actor_target
+    return mods
