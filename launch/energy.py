@@ -1,0 +1,225 @@
+"""Energy and CPU time of one run: the context manager the local launcher wraps every run in.
+
+Two measurements, both returned by :meth:`EnergyMeter.summary` (the launcher puts it in ``summary.json`` under
+``"energy"``); models built on them (watts per core, carbon intensity) live in the report, not here:
+
+* **CPU time** of everything the run started: user + system seconds of every descendant process of the
+  launcher, sampled with psutil every ``period_s`` and once more at exit, plus the launcher's own CPU time.
+  Roles the launcher started and reaped are also counted exactly through ``RUSAGE_CHILDREN`` (which covers the
+  seconds between the last sample and a process's exit); the larger of the two child totals is reported. The
+  cumulative series goes to ``RUN_DIR/energy/metrics.csv`` so a report can take the CPU time spent up to any
+  moment, e.g. when a reward was first reached.
+* **codecarbon** ``OfflineEmissionsTracker`` (no network; country from ``$ACTORQ_CARBON_COUNTRY``, default USA),
+  machine-wide, writing ``RUN_DIR/emissions.csv``. Where the machine exposes no RAPL counters (typical in VMs)
+  codecarbon itself estimates CPU power from a TDP table and the load, and its machine-wide figure includes
+  other tenants' load: ``hardware_counters`` says which case applies. Optional: when codecarbon is missing or
+  fails, its entry is ``{"status": "unavailable", "reason": ...}`` and the run goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import resource
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from actorq.metrics import MetricsWriter
+
+log = logging.getLogger(__name__)
+
+RAPL_PATH = Path("/sys/class/powercap/intel-rapl")
+DEFAULT_COUNTRY = "USA"
+
+
+def hardware_counters_available() -> bool:
+    """True when the kernel exposes Intel RAPL energy counters (codecarbon then measures, not estimates)."""
+    return RAPL_PATH.exists()
+
+
+def _cpu_seconds(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return float(times.user + times.system)
+
+
+def _rusage_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return float(usage.ru_utime + usage.ru_stime)
+
+
+class _Codecarbon:
+    """codecarbon's offline tracker, silenced and failure-tolerant."""
+
+    def __init__(self, output_dir: Path, measure_power_secs: float):
+        self.tracker = None
+        self.error = ""
+        try:
+            from codecarbon import OfflineEmissionsTracker
+
+            # codecarbon logs its set-up at INFO before it applies log_level: silence it first.
+            logging.getLogger("codecarbon").setLevel(logging.ERROR)
+            self.tracker = OfflineEmissionsTracker(
+                country_iso_code=os.environ.get("ACTORQ_CARBON_COUNTRY", DEFAULT_COUNTRY),
+                output_dir=str(output_dir),
+                project_name=output_dir.name,
+                measure_power_secs=measure_power_secs,
+                tracking_mode="machine",
+                log_level="error",
+                save_to_file=True,
+                allow_multiple_runs=True,  # experiments may run side by side; there is no shared state here
+            )
+            self.tracker.start()
+        except Exception as exc:  # optional: a broken or absent codecarbon must not stop a training run
+            self.tracker = None
+            self.error = f"{type(exc).__name__}: {exc}"
+            log.warning("codecarbon unavailable (%s); recording CPU time only", self.error)
+
+    def stop(self) -> dict[str, Any]:
+        if self.tracker is None:
+            return {"status": "unavailable", "reason": self.error or "not started"}
+        try:
+            self.tracker.stop()
+            data = self.tracker.final_emissions_data
+        except Exception as exc:
+            log.warning("codecarbon failed at stop: %s", exc)
+            return {"status": "unavailable", "reason": f"{type(exc).__name__}: {exc}"}
+        energy = float(data.energy_consumed)
+        return {
+            "status": "ok",
+            "energy_kwh": energy,
+            "emissions_kg": float(data.emissions),
+            "cpu_energy_kwh": float(data.cpu_energy),
+            "ram_energy_kwh": float(data.ram_energy),
+            "cpu_power_w": float(data.cpu_power),
+            "ram_power_w": float(data.ram_power),
+            "carbon_intensity_kg_per_kwh": float(data.emissions) / energy if energy > 0 else None,
+            "duration_s": float(data.duration),
+            "tracking_mode": "machine",
+            "country_iso_code": data.country_iso_code,
+            "cpu_model": data.cpu_model,
+            "cpu_count": int(data.cpu_count),
+        }
+
+
+class EnergyMeter:
+    """Context manager measuring CPU time of the launcher's process tree and (optionally) codecarbon energy.
+
+    Args:
+        run_dir: The run directory (``energy/metrics.csv`` and ``emissions.csv`` go there).
+        period_s: Seconds between CPU-time samples.
+        codecarbon: Also run codecarbon's offline tracker.
+
+    Example::
+
+        with EnergyMeter(run_dir) as energy:
+            ...  # start roles, wait, stop (reap) them
+        summary["energy"] = energy.summary()
+    """
+
+    def __init__(self, run_dir: str | Path, period_s: float = 5.0, codecarbon: bool = True):
+        self.run_dir = Path(run_dir)
+        self.period_s = period_s
+        self._use_codecarbon = codecarbon
+        self._codecarbon: _Codecarbon | None = None
+        self._last: dict[tuple[int, float], float] = {}  # (pid, create_time) -> last CPU seconds seen
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._writer: MetricsWriter | None = None
+        self._self = psutil.Process()
+        self.started_at = 0.0
+        self.ended_at = 0.0
+        self.samples = 0
+        self._result: dict[str, Any] = {}
+
+    # -- sampling --------------------------------------------------------------------------------------------
+    def sample(self) -> float:
+        """Take one sample of every descendant's CPU time; return the run's cumulative CPU seconds so far."""
+        with contextlib.suppress(psutil.Error):
+            for proc in self._self.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    key = (proc.pid, proc.create_time())
+                    seconds = _cpu_seconds(proc)
+                    with self._lock:
+                        self._last[key] = max(seconds, self._last.get(key, 0.0))
+        total = self.children_seconds() + self.launcher_seconds()
+        self.samples += 1
+        if self._writer is not None:
+            self._writer.write(
+                {
+                    "step": self.samples,
+                    "elapsed": time.time() - self.started_at,
+                    "cpu_seconds": total,
+                    "processes": len(self._last),
+                }
+            )
+        return total
+
+    def children_seconds(self) -> float:
+        """CPU seconds of all descendants: sampled totals, or reaped children's exact rusage when larger."""
+        with self._lock:
+            sampled = sum(self._last.values())
+        reaped = _rusage_seconds(resource.RUSAGE_CHILDREN) - self._children0
+        return max(sampled, reaped)
+
+    def launcher_seconds(self) -> float:
+        """CPU seconds of the launcher process itself since the meter started (monitor, codecarbon thread)."""
+        return _rusage_seconds(resource.RUSAGE_SELF) - self._self0
+
+    def _loop(self) -> None:
+        if self._use_codecarbon:
+            # Here, not in __enter__: importing codecarbon takes seconds, which must not delay the run's start.
+            self._codecarbon = _Codecarbon(self.run_dir, measure_power_secs=max(self.period_s, 5.0))
+        while not self._stop.wait(self.period_s):
+            try:
+                self.sample()
+            except Exception as exc:  # a sampling hiccup must not end the run
+                log.debug("energy sample failed: %s", exc)
+
+    # -- context ---------------------------------------------------------------------------------------------
+    def __enter__(self) -> EnergyMeter:
+        self.started_at = time.time()
+        self._self0 = _rusage_seconds(resource.RUSAGE_SELF)
+        self._children0 = _rusage_seconds(resource.RUSAGE_CHILDREN)
+        try:
+            self._writer = MetricsWriter(self.run_dir / "energy", tensorboard=False)
+        except OSError as exc:
+            log.warning("cannot write energy samples: %s", exc)
+        self._thread = threading.Thread(target=self._loop, name="energy-meter", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.period_s + 60)  # + codecarbon's import when the run was very short
+        self.ended_at = time.time()
+        total = self.sample()
+        if self._codecarbon is not None:
+            codecarbon = self._codecarbon.stop()
+        else:
+            reason = "run ended before codecarbon started" if self._use_codecarbon else "disabled"
+            codecarbon = {"status": "unavailable", "reason": reason}
+        if self._writer is not None:
+            self._writer.close()
+        self._result = {
+            "started_at": round(self.started_at, 3),
+            "ended_at": round(self.ended_at, 3),
+            "seconds": round(self.ended_at - self.started_at, 3),
+            "cpu_seconds": round(total, 3),
+            "roles_cpu_seconds": round(self.children_seconds(), 3),
+            "launcher_cpu_seconds": round(self.launcher_seconds(), 3),
+            "cpu_samples": self.samples,
+            "cpu_method": "psutil samples of descendants + RUSAGE_CHILDREN + launcher RUSAGE_SELF",
+            "hardware_counters": hardware_counters_available(),
+            "codecarbon": codecarbon,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """The measurements (valid after the ``with`` block)."""
+        return dict(self._result)
