@@ -66,14 +66,22 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format actorq launch tests
 	$(VENV)/bin/ruff check --fix actorq launch tests
 
+# Quick benchmarks and the report (about 15 minutes here, most of it the Acme comparison).
 bench: $(STAMP)
+	mkdir -p reports/bench
 	$(VENV)/bin/actorq bench policy --quick --json reports/bench_policy.json
+	$(VENV)/bin/actorq bench actors configs/d4pg/dmc_cartpole_balance.yaml --precisions fp32,int8 --actors 1 --update-period 1000 --seconds 10 --repeats 2 --json reports/bench/actors_quick.json
+	$(VENV)/bin/actorq bench ablation configs/d4pg/dmc_cartpole_balance.yaml --seconds 5 --repeats 1 --sweep-periods 10,100,1000 --json reports/bench/ablation_quick.json
+	$(VENV)/bin/actorq bench acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --quick --out reports/acme-baseline-quick
+	$(VENV)/bin/actorq report reports/acme-baseline-quick --bench reports/bench/actors_quick.json --bench reports/bench/ablation_quick.json --out reports
 
+# The paper's task set per precision and seed, the Acme baseline, and the report (many hours; resumable).
 reproduce: $(STAMP)
-	@echo "reproduce: runs the paper's task set per precision and seed (hours); see README"
 	for cfg in configs/d4pg/dmc_*.yaml configs/dqn/gym_*.yaml; do \
-	  $(VENV)/bin/actorq experiment $$cfg --precisions fp32,fp16,int8 --seeds 3 --out reports/reproduce || exit 1; \
+	  $(VENV)/bin/actorq experiment $$cfg --precisions fp32,fp16,int8 --seeds 3 --out reports/reproduce/$$(basename $$cfg .yaml) || exit 1; \
 	done
+	$(VENV)/bin/actorq bench acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --out reports/reproduce/acme-baseline
+	$(VENV)/bin/actorq report reports/reproduce/* --out reports/reproduce/report
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache .hypothesis

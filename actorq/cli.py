@@ -172,9 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench_sub = bench.add_subparsers(dest="bench", required=True)
     _add_optional(bench_sub, "actorq.bench.policy", "add_parser")
     _add_optional(bench_sub, "actorq.bench.actors", "add_parser")
+    _add_optional(bench_sub, "actorq.bench.ablation", "add_parser")
+    _add_optional(bench_sub, "actorq.bench.acme_baseline", "add_parser")
     _add_optional(bench_sub, "actorq.studies.cli", "add_bench_parser")
     _add_optional(sub, "actorq.studies.cli", "add_subcommands")
     _add_optional(sub, "actorq.report.cli", "add_subcommands")
+    _add_optional(sub, "launch.experiment", "add_parser")
     return parser
 
 
@@ -185,7 +188,7 @@ def _add_optional(subparsers, module: str, function: str) -> None:
     try:
         mod = importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("actorq"):
+        if exc.name and exc.name.split(".")[0] in ("actorq", "launch"):
             return
         raise
     getattr(mod, function)(subparsers)

@@ -27,12 +27,12 @@ LEVELS = {
     "learners": 3,
     "actors": 3,
     "roles": 4,
-    "bench": 4,
+    "bench": 5,
     "report": 4,
     "studies": 4,
-    "cli": 5,
+    "cli": 6,
     "__init__": 0,
-    "__main__": 5,
+    "__main__": 6,
 }
 
 

@@ -1,0 +1,292 @@
+"""The actor benchmarks' machinery: an in-process Reverb server and a pool of actor worker processes.
+
+Workers are ``python -m actorq.bench.pool --address HOST:PORT`` subprocesses owned by pid. They import the actor
+stack once, then take JSON commands on stdin: ``prepare`` (build a fresh :class:`ActorRole` from a config file,
+wait for its first weights, warm up), ``go`` (step it for N seconds and report), ``exit``. Protocol lines go to
+the original stdout prefixed ``@@``; everything libraries print goes to stderr (the worker's log file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import platform
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from actorq.config import ExperimentConfig, save_config
+from actorq.types import BREAKDOWN_COMPONENTS
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 600.0
+"""Imports of TensorFlow, torch and dm_control on a loaded 2-core machine can take minutes."""
+WARMUP_S = 1.0
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What a bench block runs: actor precision, wire bits and pull period."""
+
+    precision: str
+    comm_bits: int
+    update_period: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.precision}/c{self.comm_bits}"
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, cores, ISA features relevant to int8, torch version and load (for bench metadata)."""
+    info: dict[str, Any] = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    with contextlib.suppress(OSError):
+        text = Path("/proc/cpuinfo").read_text()
+        model = next(
+            (ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), ""
+        )
+        flags = next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), [])
+        info["cpu"] = model
+        info["isa"] = [f for f in ("avx2", "avx512f", "avx512_vnni", "amx_int8", "avx512_fp16") if f in flags]
+    with contextlib.suppress(ImportError):
+        import torch
+
+        info["torch"] = torch.__version__
+    info["loadavg"] = os.getloadavg()[0]
+    return info
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.setdefault("OMP_NUM_THREADS", "1")  # one thread per actor, as in training
+    env.setdefault("MKL_NUM_THREADS", "1")
+    return env
+
+
+class WorkerPool:
+    """A Reverb server (this process) plus ``n`` actor worker processes; use as a context manager.
+
+    Args:
+        server_config: Config whose tables the server gets (the bench's: no rate limiter).
+        n: Number of worker processes.
+    """
+
+    def __init__(self, server_config: ExperimentConfig, n: int):
+        self.config = server_config
+        self.n = n
+        self.workdir = Path(tempfile.mkdtemp(prefix="actorq-bench-"))
+        self.procs: list[subprocess.Popen] = []
+        self.lines: list[queue.Queue] = []
+        self.server = None
+        self._publisher = None
+        self._blocks = 0
+
+    def __enter__(self) -> WorkerPool:
+        from actorq.envs import make_environment
+        from actorq.replay import POLICY_TABLE, ReverbWeightPublisher, make_server
+        from actorq.replay.tables import environment_spec_for
+
+        env = make_environment(self.config.env)
+        self.server = make_server(self.config, environment_spec_for(env), port=None)
+        env.close()
+        self._publisher = ReverbWeightPublisher(self.server.localhost_client(), POLICY_TABLE)
+        address = f"localhost:{self.server.port}"
+        try:
+            for i in range(self.n):
+                logf = (self.workdir / f"worker_{i}.log").open("ab")
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "actorq.bench.pool", "--address", address],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=logf,
+                    start_new_session=True,
+                    env=_child_env(),
+                    text=True,
+                )
+                lines: queue.Queue = queue.Queue()
+                threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+                self.procs.append(proc)
+                self.lines.append(lines)
+            self._expect_all("hello", START_TIMEOUT_S)
+        except BaseException:
+            self.__exit__(*sys.exc_info())  # keeps the worker logs for the error message
+            raise
+        return self
+
+    def publish(self, message: np.ndarray) -> None:
+        """Put ``message`` in the policy table (replacing the previous one)."""
+        self._publisher.publish(message)
+
+    def _send(self, command: dict[str, Any]) -> None:
+        for proc in self.procs:
+            proc.stdin.write(json.dumps(command) + "\n")
+            proc.stdin.flush()
+
+    def _expect_all(self, tag: str, timeout_s: float) -> list[str]:
+        out = []
+        deadline = time.monotonic() + timeout_s
+        for i, (proc, lines) in enumerate(zip(self.procs, self.lines, strict=True)):
+            while True:
+                try:
+                    line = lines.get(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+                except queue.Empty:
+                    line = None
+                if line is not None:
+                    head, _, rest = line.partition(" ")
+                    if head == f"@@{tag}":
+                        out.append(rest)
+                        break
+                    if head == "@@error":
+                        raise RuntimeError(
+                            f"bench worker {i} failed: {rest} (log: {self.workdir}/worker_{i}.log)"
+                        )
+                    continue
+                if proc.poll() is not None:
+                    raise RuntimeError(
+                        f"bench worker {i} exited with {proc.returncode}; see {self.workdir}/worker_{i}.log"
+                    )
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"bench worker {i} sent no {tag} within {timeout_s:.0f}s")
+        return out
+
+    def run_block(self, config: ExperimentConfig, seconds: float, fresh: bool) -> list[dict[str, Any]]:
+        """Every worker builds an ActorRole from ``config``, then all step for ``seconds`` at once."""
+        self._blocks += 1
+        path = self.workdir / f"block_{self._blocks}.yaml"
+        save_config(config, path)
+        for i, proc in enumerate(self.procs):
+            run_dir = self.workdir / f"block_{self._blocks}"
+            cmd = {"cmd": "prepare", "config": str(path), "index": i, "run_dir": str(run_dir)}
+            proc.stdin.write(json.dumps(cmd) + "\n")
+            proc.stdin.flush()
+        self._expect_all("ready", START_TIMEOUT_S)
+        self._send({"cmd": "go", "seconds": seconds, "fresh": fresh})
+        results = [json.loads(r) for r in self._expect_all("result", seconds + 300)]
+        for i, r in enumerate(results):
+            r["actor"] = i
+        shutil.rmtree(self.workdir / f"block_{self._blocks}", ignore_errors=True)
+        return results
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            with contextlib.suppress(OSError, ValueError):
+                proc.stdin.write(json.dumps({"cmd": "exit"}) + "\n")
+                proc.stdin.close()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                log.warning("bench worker pid %d did not exit; killing it", proc.pid)
+                proc.kill()
+                proc.wait(timeout=10)
+        if self.server is not None:
+            self.server.stop()
+        if exc and exc[0] is None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        else:
+            log.warning("bench worker logs kept in %s", self.workdir)
+
+
+def _pump(stream, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line.rstrip("\n"))
+
+
+# -- the worker process -------------------------------------------------------------------------------------
+def measure(role, seconds: float, fresh: bool) -> dict[str, Any]:
+    """Step ``role`` (an ActorRole) for ``seconds``; per-component seconds and counts over that window."""
+    timers = role.timers
+    totals0, counts0 = dict(timers.totals), dict(timers.counts)
+    steps0, received0, rejected0 = role.steps, role.actor.weights.received, role.actor.weights.rejected
+    pulls_seen = timers.counts.get("pull", 0)
+    start = time.perf_counter()
+    end = start + seconds
+    while True:
+        role.step()
+        if fresh and timers.counts.get("pull", 0) != pulls_seen:
+            pulls_seen = timers.counts.get("pull", 0)
+            role.actor.weights.version = -1  # the next pull is a new broadcast: decoded and applied again
+        if time.perf_counter() >= end:
+            break
+    elapsed = time.perf_counter() - start
+    steps = role.steps - steps0
+    return {
+        "steps": steps,
+        "seconds": elapsed,
+        "steps_per_s": steps / elapsed,
+        "components": {c: timers.totals.get(c, 0.0) - totals0.get(c, 0.0) for c in BREAKDOWN_COMPONENTS},
+        "pulls": timers.counts.get("pull", 0) - counts0.get("pull", 0),
+        "applied": role.actor.weights.received - received0,
+        "rejected": role.actor.weights.rejected - rejected0,
+        "pid": os.getpid(),
+    }
+
+
+def _close(role) -> None:
+    with contextlib.suppress(Exception):
+        role.actor.close()
+        role.env.close()
+        role.close()
+
+
+def worker_main(address: str) -> int:
+    """Serve prepare/go/exit commands on stdin (see the module docstring)."""
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything else printed to stdout goes to the log, not into the protocol
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    from actorq.config import load_config
+    from actorq.roles.actor import ActorRole
+
+    proto.write("@@hello\n")
+    role = None
+    for line in sys.stdin:
+        try:
+            cmd = json.loads(line)
+            if cmd["cmd"] == "exit":
+                break
+            if cmd["cmd"] == "prepare":
+                if role is not None:
+                    _close(role)
+                role = ActorRole(load_config(cmd["config"]), cmd["run_dir"], address, actor_id=cmd["index"])
+                if not role.actor.wait_for_weights(timeout_s=120):
+                    raise RuntimeError("no weights in the policy table")
+                warm = time.perf_counter() + WARMUP_S
+                while time.perf_counter() < warm:
+                    role.step()
+                proto.write("@@ready\n")
+            elif cmd["cmd"] == "go":
+                result = measure(role, float(cmd["seconds"]), bool(cmd["fresh"]))
+                _close(role)
+                role = None
+                proto.write("@@result " + json.dumps(result) + "\n")
+        except Exception as exc:  # reported to the parent, which stops the bench
+            log.exception("bench worker command failed")
+            proto.write(f"@@error {type(exc).__name__}: {exc}\n")
+    if role is not None:
+        _close(role)
+    proto.flush()
+    # Reverb/TF native threads can hold up interpreter teardown; everything is flushed by now.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description="actorq bench worker (started by actorq bench actors/ablation)"
+    )
+    parser.add_argument("--address", required=True)
+    sys.exit(worker_main(parser.parse_args().address))

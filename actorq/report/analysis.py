@@ -1,0 +1,293 @@
+"""From runs to the report's numbers: per-run measurements, then per task and precision (label) over seeds.
+
+Energy estimate (used when hardware counters are missing, which is the case in most VMs): CPU seconds of every
+process of the run (``summary.energy.cpu_seconds``, measured by the launcher) times :data:`WATTS_PER_CORE`, a
+documented per-busy-core power figure; CO2 from that energy times the carbon intensity codecarbon used for the
+run (or :data:`DEFAULT_CARBON_INTENSITY`). Idle and DRAM power are left out: on a shared machine they are not the
+run's. It is labelled an estimate wherever it is printed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from actorq.report import stats
+from actorq.report.runs import RunData
+from actorq.types import BREAKDOWN_COMPONENTS
+
+WATTS_PER_CORE = 350.0 / 60.0
+"""Power of one busy core: Intel Xeon Platinum 8580 (5th gen Xeon, the family of this VM's CPU model 207),
+TDP 350 W over 60 cores = 5.83 W. An estimate, not a measurement."""
+DEFAULT_CARBON_INTENSITY = 0.369
+"""kg CO2 per kWh when a run has no codecarbon figure: codecarbon 3.3.2's offline value for the USA."""
+PROJECTION_K = (1.0, 2.0, 4.0, 10.0, math.inf)
+"""Learner speed-ups the projection is shown for (inf: the actors' own limit)."""
+
+
+@dataclass
+class RunMetrics:
+    """Everything the report says about one run."""
+
+    run: RunData
+    t_reach: float | None = None
+    steps_reach: float | None = None
+    final_return: float | None = None
+    best_raw: float | None = None
+    breakdown: dict[str, float] = field(default_factory=dict)
+    """Seconds per env step per component (all actors' totals over all their steps)."""
+    actor_steps: float = 0.0
+    wall: float = 0.0
+    acting_start: float | None = None
+    """Seconds from time zero to the first experience insert."""
+    actor_rate: float | None = None
+    """Measured env steps/s of all actors together while acting."""
+    actor_free_rate: float | None = None
+    wait_share: float | None = None
+    learner_rate: float | None = None
+    learner_insert_rate: float | None = None
+    achieved_spi: float | None = None
+    regime: stats.Regime | None = None
+    staleness: float | None = None
+    """Median learner steps between the learner's newest weights and those an actor acts with."""
+    message_bytes: int | None = None
+    comm_bits: int | None = None
+    broadcasts: float | None = None
+    broadcast_cost: dict[str, float] = field(default_factory=dict)
+    """Seconds per received broadcast: pull, decode, apply (pull includes no-change pulls)."""
+    cpu_seconds: float | None = None
+    cpu_to_reach: float | None = None
+    codecarbon: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.run.label
+
+    @property
+    def seed(self) -> int:
+        return self.run.seed
+
+    def energy_kwh(self, to_reach: bool = False) -> float | None:
+        """Estimated energy (kWh) of the run, or up to reaching the threshold."""
+        cpu = self.cpu_to_reach if to_reach else self.cpu_seconds
+        return None if cpu is None else cpu * WATTS_PER_CORE / 3.6e6
+
+    def co2_kg(self, to_reach: bool = False) -> float | None:
+        kwh = self.energy_kwh(to_reach)
+        intensity = self.codecarbon.get("carbon_intensity_kg_per_kwh") or DEFAULT_CARBON_INTENSITY
+        return None if kwh is None else kwh * intensity
+
+    def projected(self, k: float) -> float | None:
+        """Time to reward with a k-times faster learner (:func:`stats.projected_time`); None if not reached."""
+        if (
+            self.steps_reach is None
+            or not self.actor_free_rate
+            or (not self.learner_insert_rate and math.isfinite(k))
+        ):
+            return None
+        learner = self.learner_insert_rate if self.learner_insert_rate else math.inf
+        return stats.projected_time(
+            self.steps_reach, self.actor_free_rate, learner, k, startup_s=self.acting_start or 0.0
+        )
+
+
+def _last(rows: list[dict[str, Any]], key: str) -> float | None:
+    for row in reversed(rows):
+        if row.get(key) is not None:
+            return float(row[key])
+    return None
+
+
+def _column(rows: list[dict[str, Any]], key: str) -> np.ndarray:
+    return np.asarray([np.nan if r.get(key) is None else float(r[key]) for r in rows], dtype=np.float64)
+
+
+def _actor_measurements(m: RunMetrics) -> None:
+    totals = dict.fromkeys(BREAKDOWN_COMPONENTS, 0.0)
+    steps = wait = 0.0
+    broadcast = {"pull": [], "decode": [], "apply": []}
+    received = []
+    for rows in m.run.actors.values():
+        if not rows:
+            continue
+        n = _last(rows, "step") or 0.0
+        steps += n
+        for comp in BREAKDOWN_COMPONENTS:
+            totals[comp] += _last(rows, f"{comp}_s") or 0.0
+        adder = _column(rows, "adder_s")
+        if np.isfinite(adder).any():
+            intrinsic = stats.intrinsic_cost_per_step(_column(rows, "step"), adder)
+            wait += max(0.0, (_last(rows, "adder_s") or 0.0) - intrinsic * n)
+        got = _last(rows, "broadcasts_received") or 0.0
+        received.append(got)
+        if got > 0:
+            for comp in broadcast:
+                broadcast[comp].append((_last(rows, f"{comp}_s") or 0.0) / got)
+    busy = sum(totals.values())
+    if steps > 0:
+        m.breakdown = {comp: totals[comp] / steps for comp in BREAKDOWN_COMPONENTS}
+    if busy > 0 and steps > 0:
+        m.wait_share = wait / busy
+        m.actor_free_rate = len([r for r in m.run.actors.values() if r]) * steps / max(busy - wait, 1e-9)
+    m.broadcasts = min(received) if received else None
+    m.broadcast_cost = {k: float(np.mean(v)) for k, v in broadcast.items() if v}
+
+
+def _learner_measurements(m: RunMetrics) -> None:
+    rows = [r for r in m.run.learner if (r.get("step") or 0) > 0 and r.get("time") is not None]
+    if len(rows) >= 2:
+        dt = float(rows[-1]["time"]) - float(rows[0]["time"])
+        if dt > 0:
+            m.learner_rate = (float(rows[-1]["step"]) - float(rows[0]["step"])) / dt
+    spi = float(m.run.cfg("replay", "samples_per_insert", 0.0))
+    batch = float(m.run.cfg("learner", "batch_size", 0))
+    if m.learner_rate and spi > 0 and batch > 0:
+        m.learner_insert_rate = m.learner_rate * batch / spi
+    inserts, samples = _last(m.run.replay, "inserts"), _last(m.run.replay, "samples")
+    if inserts:
+        m.achieved_spi = (samples or 0.0) / inserts
+    m.regime = stats.diagnose(m.actor_free_rate, m.learner_insert_rate, m.wait_share, spi)
+
+
+def _staleness(m: RunMetrics) -> None:
+    learner = [r for r in m.run.learner if r.get("time") is not None and r.get("step") is not None]
+    if len(learner) < 2:
+        return
+    lt, ls = _column(learner, "time"), _column(learner, "step")
+    lags = []
+    for rows in m.run.actors.values():
+        for r in rows:
+            w, t = r.get("weights_learner_step"), r.get("time")
+            if w is None or t is None or w < 0 or not lt[0] <= t <= lt[-1]:
+                continue
+            lags.append(max(0.0, float(np.interp(t, lt, ls)) - float(w)))
+    m.staleness = float(np.median(lags)) if lags else None
+
+
+def _energy(m: RunMetrics) -> None:
+    energy = m.run.summary.get("energy") or {}
+    m.cpu_seconds = energy.get("cpu_seconds")
+    m.codecarbon = energy.get("codecarbon") or {}
+    if m.t_reach is not None and m.run.energy:
+        elapsed, cpu = _column(m.run.energy, "elapsed"), _column(m.run.energy, "cpu_seconds")
+        keep = np.isfinite(elapsed) & np.isfinite(cpu)
+        if keep.sum() >= 1:
+            m.cpu_to_reach = float(np.interp(m.t_reach, elapsed[keep], cpu[keep]))
+
+
+def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -> RunMetrics:
+    """Per-run numbers; ``threshold`` None leaves the time-to-threshold fields empty."""
+    m = RunMetrics(run)
+    m.wall = float(run.summary.get("wall_seconds") or 0.0)
+    m.actor_steps = float(run.summary.get("actor_steps") or 0.0)
+    if run.eval_return.size:
+        m.best_raw = float(np.nanmax(run.eval_return))
+        m.final_return = float(np.mean(run.eval_return[-k:]))
+    if threshold is not None and run.eval_return.size:
+        i = stats.first_crossing(run.eval_return, threshold, k, statistic)
+        if i is not None:
+            m.t_reach = float(run.eval_t[i])
+            m.steps_reach = float(run.eval_steps[i]) if np.isfinite(run.eval_steps[i]) else None
+    if run.replay:
+        m.acting_start = stats.first_activity_time(
+            _column(run.replay, "time") - run.start, _column(run.replay, "inserts")
+        )
+    elif run.eval_t.size:
+        m.acting_start = stats.first_activity_time(run.eval_t, run.eval_steps)
+    acting = m.wall - (m.acting_start or 0.0)
+    m.actor_rate = m.actor_steps / acting if acting > 0 else None
+    m.message_bytes = run.summary.get("message_bytes")
+    m.comm_bits = run.summary.get("comm_bits")
+    _actor_measurements(m)
+    _learner_measurements(m)
+    _staleness(m)
+    _energy(m)
+    return m
+
+
+@dataclass
+class TaskTable:
+    """One task: its threshold and the per-label (precision) runs and summaries."""
+
+    task: str
+    best: float | None
+    best_raw: float | None
+    threshold: float | None
+    threshold_source: str
+    runs: dict[str, list[RunMetrics]]
+    config_differences: dict[str, list[str]] = field(default_factory=dict)
+    """Config keys (other than precision, wire bits and seed) whose values differ between the task's runs."""
+
+    def labels(self) -> list[str]:
+        order = {"fp32": 0, "fp16": 1, "int8": 2}
+        return sorted(self.runs, key=lambda lab: (order.get(lab.split("/")[0], 3), lab))
+
+    def summary(self, label: str, key: str, censored: bool = False) -> stats.SeedSummary:
+        values = [getattr(m, key) for m in self.runs.get(label, [])]
+        return stats.censored_median(values) if censored else stats.plain_median(values)
+
+    def speedup(self, label: str, base: str = "fp32") -> tuple[float | None, list[float]]:
+        """(ratio of median times base/label, per-seed paired ratios)."""
+        t_base = self.summary(base, "t_reach", censored=True).median
+        t = self.summary(label, "t_reach", censored=True).median
+        paired = stats.paired_ratios(
+            {m.seed: m.t_reach for m in self.runs.get(base, [])},
+            {m.seed: m.t_reach for m in self.runs.get(label, [])},
+        )
+        return stats.ratio(t_base, t), paired
+
+
+def build_tables(
+    runs: list[RunData],
+    k: int = stats.DEFAULT_WINDOW,
+    fraction: float = stats.DEFAULT_FRACTION,
+    statistic: str = "mean",
+    base: str = "fp32",
+) -> list[TaskTable]:
+    """Group runs by task and label; the threshold comes from the ``base`` label's runs (all runs if none)."""
+    tables = []
+    for task in sorted({r.task for r in runs}):
+        group = [r for r in runs if r.task == task]
+        source = [r for r in group if r.label == base]
+        threshold_source = f"best {base} run"
+        if not source:
+            source, threshold_source = group, f"best run of any label (no {base} runs)"
+        best = stats.best_smoothed([r.eval_return for r in source], k, statistic)
+        raw = [float(np.nanmax(r.eval_return)) for r in source if r.eval_return.size]
+        threshold = None if best is None else stats.reward_threshold(best, fraction)
+        by_label: dict[str, list[RunMetrics]] = {}
+        for run in sorted(group, key=lambda r: (r.label, r.seed)):
+            by_label.setdefault(run.label, []).append(measure_run(run, threshold, k, statistic))
+        table = TaskTable(task, best, max(raw) if raw else None, threshold, threshold_source, by_label)
+        table.config_differences = config_differences([r.config for r in group])
+        tables.append(table)
+    return tables
+
+
+COMPARED_AWAY = ("actor.precision", "quantizer.comm_bits", "seed", "paper")
+"""Config keys that are supposed to differ between the runs of one comparison."""
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = str(value)
+    return out
+
+
+def config_differences(configs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """``{key: sorted distinct values}`` for config keys that differ between runs (a comparison caveat)."""
+    flat = [_flatten(c) for c in configs if c]
+    keys = sorted({k for f in flat for k in f} - set(COMPARED_AWAY))
+    diffs = {}
+    for key in keys:
+        values = sorted({f.get(key, "(unset)") for f in flat})
+        if len(values) > 1:
+            diffs[key] = values
+    return diffs

@@ -1,0 +1,209 @@
+"""``actorq report DIR... --out OUT``: the paper-style markdown report with PNG figures, from run directories.
+
+Also renders benchmark results given with ``--bench FILE.json`` (from ``actorq bench actors|ablation --json``).
+Writes ``OUT/report.md``, the figures beside it, and ``OUT/report.json`` with the numbers behind the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from actorq.report import markdown as md
+from actorq.report import paper, render, stats
+from actorq.report.analysis import PROJECTION_K, TaskTable, build_tables
+from actorq.report.runs import load_runs
+
+log = logging.getLogger(__name__)
+
+
+def _img(path: Path | None, out: Path, alt: str) -> str:
+    return f"![{alt}]({path.relative_to(out)})\n" if path else ""
+
+
+def _task_section(t: TaskTable, out: Path) -> list[str]:
+    s = [f"## {t.task}\n"]
+    s.append(
+        f"Best fp32 return ({t.threshold_source}): {md.fmt(t.best)} (best single evaluation {md.fmt(t.best_raw)}); "
+        f"**reward threshold {md.fmt(t.threshold)}**.\n"
+    )
+    if t.config_differences:
+        diffs = "; ".join(f"`{k}`: {', '.join(v)}" for k, v in t.config_differences.items())
+        s.append(f"**Caveat: these runs differ in more than precision and seed** ({diffs}).\n")
+    s += ["### Time to reward (Table 2 analogue)\n", md.time_table(t), "", md.paper_comparison(t), ""]
+    s += ["### Convergence\n"]
+    s.append(_img(render.convergence(t, out, "steps"), out, "return vs actor steps"))
+    s.append(_img(render.convergence(t, out, "time"), out, "return vs wall time"))
+    s += ["### Actor runtime breakdown (Fig. 4c/4d analogue)\n", md.breakdown_table(t), ""]
+    s.append(_img(render.breakdown(t, out), out, "runtime breakdown"))
+    s.append(
+        "The adder column includes time blocked on Reverb's samples-per-insert rate limiter; the wait column is "
+        "the share of actor time beyond the adder's own cost.\n"
+    )
+    s += ["### Broadcasts\n", md.broadcast_table(t), ""]
+    s.append(_img(render.broadcasts(t, out), out, "broadcast size and cost"))
+    s.append(
+        "Pull time counts every pull (also those that found no newer version), divided by broadcasts received.\n"
+    )
+    s += ["### Regime diagnosis\n", md.regime_table(t), ""]
+    s.append(
+        f"A run is **learner-bound** when its actors could insert >= {stats.LEARNER_BOUND_RATIO}x what the "
+        f"learner's sampling allows or spend >= {stats.LEARNER_BOUND_WAIT_SHARE:.0%} of their time waiting on "
+        "the rate limiter; otherwise **actor-bound**. In a learner-bound run, faster (quantized) actors cannot "
+        "shorten the time to reward: they wait.\n"
+    )
+    s += ["### Projection: time to reward with a k-times faster learner (model, not measured)\n"]
+    s += [md.projection_table(t), "", md.PROJECTION_MODEL, ""]
+    energy_tab, energy_text = md.energy_table(t)
+    s += ["### Energy and CO2\n", energy_tab, "", energy_text, ""]
+    s.append(_img(render.energy(t, out), out, "energy"))
+    s += ["### Runs\n", md.run_list([m for lab in t.labels() for m in t.runs[lab]]), ""]
+    return s
+
+
+def _bench_section(path: Path, out: Path) -> list[str]:
+    data = json.loads(path.read_text())
+    kind = data.get("kind")
+    meta = data.get("meta", {})
+    name = render.slug(path.stem)
+    s = [f"## Benchmark: {kind} ({path.name})\n"]
+    s.append(
+        "Actors alone (no learner), real ActorRole code path (policy, exploration, Acme adder into Reverb with no "
+        f"rate limiter, pulls every K steps{'; every pull is a new broadcast' if meta.get('fresh') else ''}). "
+        f"Config {meta.get('config')}, policy {meta.get('policy_layers')}, {meta.get('seconds')} s per block, "
+        f"{meta.get('repeats')} interleaved repeats; machine: {_machine(meta.get('machine') or {})}.\n"
+    )
+    rows = data.get("summary", [])
+    if rows:
+        s += [md.bench_actors_table(rows), ""]
+        s.append(
+            _img(render.bench_speed(rows, out, f"{name}_speed", f"{kind}: env steps/s per actor"), out, kind)
+        )
+        s.append(_img(render.bench_breakdown(rows, out, f"{name}_breakdown"), out, f"{kind} breakdown"))
+    if kind == "ablation":
+        s.append(f"Paper (Fig. 4a/4b): {paper.PAPER_COMM_ABLATION}.\n")
+    sweep = data.get("sweep", [])
+    if sweep:
+        s += ["### Pull-period sweep: speed vs staleness\n", md.sweep_table(sweep), ""]
+        s.append(
+            "Mean weight age = K / (2 x steps/s): on average an actor acts with weights pulled half a period ago; "
+            f"in learner steps at {meta.get('learner_rate')} learner steps/s. Smaller K means fresher weights "
+            "(the paper's Fig. 3: staler policies slowed convergence on Humanoid) at the cost of more pulls.\n"
+        )
+        s.append(_img(render.bench_sweep(sweep, out, f"{name}_sweep"), out, "pull sweep"))
+    s += [f"- {note}" for note in data.get("notes", [])] + [""]
+    return s
+
+
+def _machine(info: dict[str, Any]) -> str:
+    """'Intel Xeon ..., 2 cores (avx512_vnni), torch 2.5.1, load 7.1' from bench metadata."""
+    parts = [str(info.get("cpu") or "?"), f"{info.get('cpus', '?')} cores"]
+    if info.get("isa"):
+        parts[-1] += f" ({', '.join(info['isa'])})"
+    if info.get("torch"):
+        parts.append(f"torch {info['torch']}")
+    if info.get("loadavg") is not None:
+        parts.append(f"load average {info['loadavg']:.1f} at start")
+    return ", ".join(parts)
+
+
+def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for t in tables:
+        labels = {}
+        for label in t.labels():
+            speed, paired = t.speedup(label)
+            labels[label] = {
+                "runs": [m.run.name for m in t.runs[label]],
+                "time_to_reward_s": t.summary(label, "t_reach", censored=True).__dict__,
+                "actor_steps_to_reward": t.summary(label, "steps_reach", censored=True).__dict__,
+                "speedup_vs_fp32": speed,
+                "paired_speedups": paired,
+                "final_return": t.summary(label, "final_return").__dict__,
+                "regimes": [m.regime.label if m.regime else None for m in t.runs[label]],
+                "projected_s": {
+                    ("inf" if math.isinf(k) else str(k)): stats.censored_median(
+                        [m.projected(k) for m in t.runs[label]]
+                    ).median
+                    for k in PROJECTION_K
+                },
+                "energy_kwh_to_reward": stats.censored_median(
+                    [m.energy_kwh(True) for m in t.runs[label]]
+                ).median,
+            }
+        out[t.task] = {"best": t.best, "best_raw": t.best_raw, "threshold": t.threshold, "labels": labels}
+    return out
+
+
+def build_report(
+    paths: list[str],
+    out: str | Path,
+    bench: list[str] | None = None,
+    k: int = stats.DEFAULT_WINDOW,
+    fraction: float = stats.DEFAULT_FRACTION,
+    statistic: str = "mean",
+) -> Path:
+    """Write ``out/report.md`` (+ figures, ``report.json``); returns the markdown path."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs, skipped = load_runs(paths)
+    tables = build_tables(runs, k=k, fraction=fraction, statistic=statistic)
+    s = ["# ActorQ reproduction report\n"]
+    s.append(
+        f"{len(runs)} runs from {', '.join(map(str, paths)) or '-'}; "
+        f"{len(skipped)} left out{': ' if skipped else '.'}"
+        + "; ".join(f"{p.name} ({why})" for p, why in skipped)
+        + "\n"
+    )
+    if runs:
+        s += ["## Definitions\n", md.definitions(k, fraction, statistic), ""]
+    for t in tables:
+        s += _task_section(t, out)
+    for path in bench or []:
+        try:
+            s += _bench_section(Path(path), out)
+        except (OSError, ValueError, KeyError) as exc:
+            s.append(f"_Benchmark file {path} could not be read: {exc}_\n")
+    if not tables and not bench:
+        s.append("_No finished runs found._\n")
+    report = out / "report.md"
+    report.write_text("\n".join(s) + "\n")
+    (out / "report.json").write_text(json.dumps(_numbers(tables), indent=1, default=str))
+    return report
+
+
+def _main(args: argparse.Namespace) -> int:
+    if args.window < 1:
+        sys.stderr.write("error: --window must be >= 1\n")
+        return 2
+    if not 0 < args.fraction <= 1:
+        sys.stderr.write("error: --fraction must be in (0, 1]\n")
+        return 2
+    path = build_report(args.dirs, args.out, args.bench, args.window, args.fraction, args.statistic)
+    sys.stdout.write(f"report: {path}\n")
+    return 0
+
+
+def add_subcommands(subparsers: Any) -> None:
+    """Register ``report`` on the top-level ``actorq`` subparsers."""
+    parser = subparsers.add_parser(
+        "report", help="paper-style markdown report (tables + PNG figures) from run directories"
+    )
+    parser.add_argument(
+        "dirs", nargs="*", help="run directories or directories of runs (an experiment's --out)"
+    )
+    parser.add_argument("--out", required=True, help="output directory (report.md, figures, report.json)")
+    parser.add_argument(
+        "--bench", action="append", default=[], metavar="JSON", help="bench results to include"
+    )
+    parser.add_argument("--window", type=int, default=stats.DEFAULT_WINDOW, help="evaluations smoothed (k)")
+    parser.add_argument(
+        "--fraction", type=float, default=stats.DEFAULT_FRACTION, help="of the best fp32 return"
+    )
+    parser.add_argument("--statistic", choices=("mean", "median"), default="mean", help="smoothing statistic")
+    parser.set_defaults(func=_main)

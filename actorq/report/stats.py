@@ -1,0 +1,292 @@
+"""The report's statistics: pure functions on numbers (no files, no plotting).
+
+Definitions (the report prints them too):
+
+* **Smoothed return**: the trailing mean (or median) of the last ``k`` evaluations; undefined until ``k``
+  evaluations exist, so a single lucky evaluation early on cannot count as "reached".
+* **Best fp32 return**: the highest smoothed return any fp32 seed reached (the raw maximum is reported beside
+  it; it is biased upward by evaluation noise, which is why the threshold does not use it).
+* **Threshold** ("95% of the best fp32 return", the paper's Table 2 criterion): ``best - 0.05 * |best|``, i.e.
+  ``0.95 * best`` for positive returns and 5% worse than ``best`` for negative ones (MountainCar, Acrobot),
+  where ``0.95 * best`` would lie above the best and be unreachable.
+* **Time to threshold**: the time (since the run started) of the first evaluation at which the smoothed return
+  is at or above the threshold; None when never reached. Unreached runs are *censored*: they count as slower
+  than every reached run, so a median over seeds exists only when more than half the seeds reached it.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+DEFAULT_WINDOW = 3
+DEFAULT_FRACTION = 0.95
+
+
+# -- curves --------------------------------------------------------------------------------------------------
+def smooth(values: Sequence[float], k: int = DEFAULT_WINDOW, statistic: str = "mean") -> np.ndarray:
+    """Trailing mean/median over the last ``k`` values; NaN for the first ``k - 1`` positions."""
+    if k < 1:
+        raise ValueError(f"window k must be >= 1, got {k}")
+    if statistic not in ("mean", "median"):
+        raise ValueError(f"statistic must be 'mean' or 'median', got {statistic!r}")
+    x = np.asarray(values, dtype=np.float64)
+    out = np.full(x.shape, np.nan)
+    if x.size < k:
+        return out
+    windows = np.lib.stride_tricks.sliding_window_view(x, k)
+    out[k - 1 :] = windows.mean(axis=1) if statistic == "mean" else np.median(windows, axis=1)
+    return out
+
+
+def reward_threshold(best: float, fraction: float = DEFAULT_FRACTION) -> float:
+    """``fraction`` of ``best`` for positive returns; ``(1 - fraction)`` worse than ``best`` for negative ones."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    return float(best - (1.0 - fraction) * abs(best))
+
+
+def best_smoothed(
+    curves: Sequence[Sequence[float]], k: int = DEFAULT_WINDOW, statistic: str = "mean"
+) -> float | None:
+    """The highest smoothed value over several runs' evaluation returns (None when no run has k evaluations)."""
+    best = None
+    for values in curves:
+        s = smooth(values, k, statistic)
+        if np.isfinite(s).any():
+            peak = float(np.nanmax(s))
+            best = peak if best is None else max(best, peak)
+    return best
+
+
+def first_crossing(
+    values: Sequence[float], threshold: float, k: int = DEFAULT_WINDOW, statistic: str = "mean"
+) -> int | None:
+    """Index of the first evaluation whose smoothed return is >= ``threshold`` (None if never)."""
+    s = smooth(values, k, statistic)
+    hits = np.flatnonzero(np.isfinite(s) & (s >= threshold))
+    return int(hits[0]) if hits.size else None
+
+
+def time_to_threshold(
+    times: Sequence[float],
+    values: Sequence[float],
+    threshold: float,
+    k: int = DEFAULT_WINDOW,
+    statistic: str = "mean",
+) -> float | None:
+    """``times[i]`` of :func:`first_crossing` (``times`` may be seconds, actor steps or anything monotonic)."""
+    if len(times) != len(values):
+        raise ValueError(f"times ({len(times)}) and values ({len(values)}) differ in length")
+    i = first_crossing(values, threshold, k, statistic)
+    return None if i is None else float(times[i])
+
+
+# -- across seeds -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SeedSummary:
+    """A quantity over seeds: median (censoring-aware), min/max of the reached values, counts."""
+
+    median: float | None
+    low: float | None
+    high: float | None
+    n: int
+    n_reached: int
+
+    def fmt(self, digits: int = 0, unit: str = "") -> str:
+        """``"412 s [380-460] (3/3)"``; ``"not reached (1/3)"`` when the median seed did not reach it."""
+        if self.median is None:
+            return f"not reached ({self.n_reached}/{self.n})" if self.n else "-"
+        spread = f" [{self.low:.{digits}f}-{self.high:.{digits}f}]" if self.n_reached > 1 else ""
+        return f"{self.median:.{digits}f}{unit}{spread} ({self.n_reached}/{self.n})"
+
+
+def censored_median(values: Sequence[float | None]) -> SeedSummary:
+    """Median where None means "not reached" (slower than any reached value).
+
+    The median is None unless more than half of the values were reached (for an even count, both middle values
+    must be reached). ``low``/``high`` span the reached values.
+    """
+    n = len(values)
+    reached = sorted(float(v) for v in values if v is not None and math.isfinite(v))
+    if not n:
+        return SeedSummary(None, None, None, 0, 0)
+    ordered = reached + [math.inf] * (n - len(reached))
+    mid = ordered[(n - 1) // 2 : n // 2 + 1]
+    median = None if any(math.isinf(m) for m in mid) else float(np.mean(mid))
+    low, high = (reached[0], reached[-1]) if reached else (None, None)
+    return SeedSummary(median, low, high, n, len(reached))
+
+
+def plain_median(values: Sequence[float | None]) -> SeedSummary:
+    """Median and range over the values that exist (no censoring: e.g. final returns, throughputs)."""
+    have = [float(v) for v in values if v is not None and math.isfinite(v)]
+    if not have:
+        return SeedSummary(None, None, None, len(values), 0)
+    return SeedSummary(float(np.median(have)), min(have), max(have), len(values), len(have))
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """``numerator / denominator`` or None when either is missing or the denominator is not positive."""
+    if numerator is None or denominator is None or denominator <= 0:
+        return None
+    return float(numerator) / float(denominator)
+
+
+def paired_ratios(base: dict[int, float | None], other: dict[int, float | None]) -> list[float]:
+    """Per-seed ``base[s] / other[s]`` for seeds where both are reached (e.g. fp32 time / int8 time)."""
+    out = []
+    for seed in sorted(set(base) & set(other)):
+        r = ratio(base[seed], other[seed])
+        if r is not None:
+            out.append(r)
+    return out
+
+
+def band(curves: Sequence[tuple[Sequence[float], Sequence[float]]], grid: Sequence[float]):
+    """Mean, min, max and count of several ``(x, y)`` curves on a common ``grid``.
+
+    Each curve is interpolated linearly inside its own x range and missing (NaN) outside it, so the band never
+    extrapolates a run beyond its end.
+
+    Returns:
+        ``(mean, low, high, count)`` arrays of ``len(grid)`` (NaN where no curve covers a grid point).
+    """
+    g = np.asarray(grid, dtype=np.float64)
+    rows = []
+    for x, y in curves:
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        keep = np.isfinite(x) & np.isfinite(y)
+        x, y = x[keep], y[keep]
+        row = np.full(g.shape, np.nan)
+        if x.size:
+            inside = (g >= x[0]) & (g <= x[-1])
+            row[inside] = np.interp(g[inside], x, y)
+        rows.append(row)
+    if not rows:
+        nan = np.full(g.shape, np.nan)
+        return nan, nan, nan, np.zeros(g.shape, int)
+    m = np.vstack(rows)
+    count = np.isfinite(m).sum(axis=0)
+    with warnings.catch_warnings():  # all-NaN columns (no curve there yet) are expected
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(m, axis=0), np.nanmin(m, axis=0), np.nanmax(m, axis=0), count
+
+
+# -- regime and projection -----------------------------------------------------------------------------------
+LEARNER_BOUND_RATIO = 1.2
+"""Actors could produce >= 20% more than the learner lets in: learner-bound."""
+LEARNER_BOUND_WAIT_SHARE = 0.2
+"""Actors spend >= 20% of their time blocked in the adder (rate limiter): learner-bound."""
+
+
+@dataclass(frozen=True)
+class Regime:
+    """Which side limits a run, and the numbers behind the call."""
+
+    label: str
+    """"learner-bound", "actor-bound", "no rate limiter" or "unknown" (no actor metrics)."""
+    capacity_ratio: float | None
+    """Unthrottled actor throughput / insert rate the learner's sampling allows (> 1: actors could go faster)."""
+    wait_share: float | None
+    """Share of actor time spent waiting in the adder beyond its intrinsic cost."""
+    reason: str
+
+
+def diagnose(
+    actor_free_rate: float | None,
+    learner_insert_rate: float | None,
+    wait_share: float | None,
+    samples_per_insert: float,
+) -> Regime:
+    """Learner-bound vs actor-bound from measured rates.
+
+    Args:
+        actor_free_rate: Env steps/s all actors together would make if never blocked (from their per-step
+            time excluding rate-limiter waits).
+        learner_insert_rate: Inserts/s the learner's consumption allows: learner steps/s x batch / spi.
+        wait_share: Fraction of actor time spent blocked in the adder.
+        samples_per_insert: The configured ratio (0 = no limiter).
+    """
+    cap = ratio(actor_free_rate, learner_insert_rate)
+    if samples_per_insert <= 0:
+        return Regime("no rate limiter", cap, wait_share, "samples_per_insert=0: actors are never held back")
+    if actor_free_rate is None and wait_share is None:
+        return Regime("unknown", cap, wait_share, "no actor timing metrics in this run")
+    wait = wait_share if wait_share is not None else 0.0
+    if (cap is not None and cap >= LEARNER_BOUND_RATIO) or wait >= LEARNER_BOUND_WAIT_SHARE:
+        why = []
+        if cap is not None:
+            why.append(f"actors could insert {cap:.1f}x what the learner consumes")
+        why.append(f"actors wait {wait:.0%} of their time on the rate limiter")
+        return Regime("learner-bound", cap, wait_share, "; ".join(why))
+    return Regime(
+        "actor-bound",
+        cap,
+        wait_share,
+        f"actors produce {cap:.2f}x the learner's demand and rarely wait ({wait:.0%})"
+        if cap is not None
+        else f"actors rarely wait ({wait:.0%})",
+    )
+
+
+def projected_time(
+    steps_to_reward: float,
+    actor_free_rate: float,
+    learner_insert_rate: float,
+    speedup_k: float,
+    startup_s: float = 0.0,
+) -> float:
+    """Time to reward if the learner were ``speedup_k`` times faster (everything else as measured).
+
+    Model: ``T(k) = startup + N / min(A, k * L)`` with N the actor steps needed to reach the reward, A the
+    actors' unthrottled throughput and L the insert rate the measured learner allows (learner steps/s x batch /
+    samples-per-insert). Assumes N does not change with the learner's speed (same samples-per-insert, same
+    sample efficiency) and that A stays as measured.
+    """
+    if steps_to_reward < 0 or actor_free_rate <= 0 or learner_insert_rate <= 0 or speedup_k <= 0:
+        raise ValueError("steps must be >= 0 and rates and k > 0")
+    return float(startup_s + steps_to_reward / min(actor_free_rate, speedup_k * learner_insert_rate))
+
+
+def first_activity_time(times: Sequence[float], counts: Sequence[float]) -> float | None:
+    """When a cumulative counter (e.g. experience inserts) first moved, from periodic samples.
+
+    The midpoint between the last sample at zero and the first above it; when the first sample is already above
+    zero, extrapolated back at the rate of the first two samples (never before time 0). None without activity.
+    """
+    t, c = np.asarray(times, np.float64), np.asarray(counts, np.float64)
+    pos = np.flatnonzero(np.isfinite(c) & (c > 0))
+    if not pos.size:
+        return None
+    i = int(pos[0])
+    if i > 0:
+        return float((t[i - 1] + t[i]) / 2)
+    if len(t) > 1 and c[1] > c[0] and t[1] > t[0]:
+        rate = (c[1] - c[0]) / (t[1] - t[0])
+        return float(max(0.0, t[0] - c[0] / rate))
+    return float(max(0.0, t[0]))
+
+
+def intrinsic_cost_per_step(steps: Sequence[float], seconds: Sequence[float], min_steps: int = 100) -> float:
+    """The cheapest per-step cost of a cumulative timer over sampling intervals of >= ``min_steps`` steps.
+
+    Used for the adder: when the rate limiter blocks, adder time includes waiting; its cheapest interval (e.g.
+    before the learner starts sampling) is the adder's own cost. 0 when no interval is long enough.
+    """
+    s, sec = np.asarray(steps, np.float64), np.asarray(seconds, np.float64)
+    keep = np.isfinite(s) & np.isfinite(sec)
+    s, sec = s[keep], sec[keep]
+    best = None
+    start = 0
+    for j in range(1, len(s)):
+        ds = s[j] - s[start]
+        if ds >= min_steps:
+            cost = max(0.0, (sec[j] - sec[start]) / ds)
+            best = cost if best is None else min(best, cost)
+            start = j
+    return float(best or 0.0)

@@ -1,0 +1,116 @@
+"""``actorq experiment``: the plan's order, real runs in that order, resuming without redoing finished runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from actorq.config import save_config
+from launch.experiment import plan_runs, run_finished
+from tests.conftest import tiny_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _experiment(
+    config_path: Path, out: Path, *extra: str, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "actorq.cli", "experiment", str(config_path), "--out", str(out), *extra]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def test_plan_interleaves_precisions_in_a_latin_square():
+    runs = plan_runs(["fp32", "fp16", "int8"], [0, 1, 2])
+    assert [r.name for r in runs] == [
+        "fp32-s0", "fp16-s0", "int8-s0", "fp16-s1", "int8-s1", "fp32-s1", "int8-s2", "fp32-s2", "fp16-s2",
+    ]  # fmt: skip
+    firsts = [runs[i].precision for i in (0, 3, 6)]
+    assert sorted(firsts) == ["fp16", "fp32", "int8"]  # no precision always goes first
+
+
+def test_run_finished_rules(tmp_path):
+    assert not run_finished(tmp_path)
+    for reason, done in (
+        ("max_minutes", True),
+        ("target", True),
+        ("interrupted", False),
+        ("role_failed", False),
+    ):
+        (tmp_path / "summary.json").write_text(json.dumps({"exit": reason}))
+        assert run_finished(tmp_path) is done
+    (tmp_path / "summary.json").write_text("{not json")
+    assert not run_finished(tmp_path)
+
+
+@pytest.mark.integration
+def test_experiment_runs_in_order_and_resumes_only_unfinished_runs(tmp_path):
+    config = tiny_config(
+        "dqn", launcher="inprocess", max_actor_steps=150, max_minutes=1.5, **{"actor.num_actors": 1}
+    )
+    save_config(config, tmp_path / "in.yaml")
+    out = tmp_path / "exp"
+    result = _experiment(tmp_path / "in.yaml", out, "--precisions", "fp32,int8", "--seeds", "1")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    record = json.loads((out / "experiment.json").read_text())
+    assert record["order"] == ["fp32-s0", "int8-s0"]
+    fp32, int8 = record["runs"]["fp32-s0"], record["runs"]["int8-s0"]
+    assert fp32["ended_at"] <= int8["started_at"]  # one at a time, in the planned order
+    for name, precision in (("fp32-s0", "fp32"), ("int8-s0", "int8")):
+        summary = json.loads((out / name / "summary.json").read_text())
+        assert summary["precision"] == precision and summary["exit"] == "max_actor_steps"
+        assert "--run-dir" in record["runs"][name]["command"]
+
+    # Mark int8 as interrupted: a rerun redoes only it, and keeps the old directory aside.
+    summary_path = out / "int8-s0" / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    summary_path.write_text(json.dumps(dict(summary, exit="interrupted")))
+    fp32_before = (out / "fp32-s0" / "summary.json").read_bytes()
+    fp32_mtime = (out / "fp32-s0" / "summary.json").stat().st_mtime_ns
+    result = _experiment(tmp_path / "in.yaml", out, "--precisions", "fp32,int8", "--seeds", "1")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "1 of 2 runs already finished" in result.stdout
+    assert "[2/2] int8-s0" in result.stdout and "fp32-s0:" not in result.stdout
+    assert (out / "fp32-s0" / "summary.json").read_bytes() == fp32_before
+    assert (out / "fp32-s0" / "summary.json").stat().st_mtime_ns == fp32_mtime
+    assert json.loads(summary_path.read_text())["exit"] == "max_actor_steps"
+    assert len(list((out / "_incomplete").iterdir())) == 1
+
+
+@pytest.mark.integration
+def test_bad_input_starts_nothing(tmp_path):
+    result = _experiment(ROOT / "configs/dqn/gym_cartpole.yaml", tmp_path / "x", "--precisions", "int4")
+    assert result.returncode == 2 and "error:" in result.stderr and "int4" in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_is_forwarded_and_nothing_is_left_behind(tmp_path):
+    config = tiny_config("dqn", launcher="inprocess", max_minutes=5, **{"actor.num_actors": 1})
+    save_config(config, tmp_path / "in.yaml")
+    out = tmp_path / "exp"
+    cmd = [sys.executable, "-m", "actorq.cli", "experiment", str(tmp_path / "in.yaml"), "--out", str(out),
+           "--precisions", "fp32,int8", "--seeds", "1"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not list((out / "fp32-s0").glob("evaluator/metrics.csv")):
+            time.sleep(1)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert children, "the experiment should be running a train subprocess"
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert json.loads((out / "fp32-s0" / "summary.json").read_text())["exit"] == "interrupted"
+    assert not (out / "int8-s0").exists()  # stopped: the next run never started
+    assert not [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

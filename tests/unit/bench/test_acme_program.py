@@ -1,0 +1,83 @@
+"""The Acme baseline's own pieces (evaluator, logger, stop rules) with stand-ins for Acme objects."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+from actorq.bench.acme_program import PeriodicEvaluator, RunDirLogger, _stop_reason, policy_bytes
+from actorq.metrics import MetricsWriter, read_metrics
+from tests.conftest import tiny_config
+
+
+class _Env:
+    """Episodes of 5 steps, reward 1 per step."""
+
+    def reset(self):
+        self.t = 0
+        return SimpleNamespace(last=lambda: False, observation=0.0, reward=None)
+
+    def step(self, action):
+        self.t += 1
+        done = self.t >= 5
+        return SimpleNamespace(last=lambda: done, observation=0.0, reward=1.0)
+
+
+def test_periodic_evaluator_writes_evaluations_and_counts(tmp_path):
+    updates = []
+    actor = SimpleNamespace(select_action=lambda obs: 0.0, update=lambda wait=False: updates.append(wait))
+    counter = SimpleNamespace(get_counts=lambda: {"actor_steps": 1200, "learner_steps": 30})
+    config = tiny_config("d4pg", **{"evaluator.period_s": 3600.0, "evaluator.episodes": 2})
+    ev = PeriodicEvaluator(_Env(), actor, counter, str(tmp_path), config)
+    ev.tick()
+    ev.tick()  # not due again for an hour: counts only
+    evals = read_metrics(tmp_path / "evaluator" / "metrics.csv")
+    counts = read_metrics(tmp_path / "counter" / "metrics.csv")
+    assert len(evals) == 1 and len(counts) == 2 and updates == [True]
+    assert evals[0]["eval_return"] == 5.0 and evals[0]["actor_steps"] == 1200 and evals[0]["step"] == 30
+    assert counts[-1]["step"] == 1200 and counts[-1]["learner_steps"] == 30
+
+
+def test_run_dir_logger_writes_rates(tmp_path):
+    logger = RunDirLogger(str(tmp_path), "learner", "learner_steps", period_s=0.0)
+    time.sleep(0.05)
+    logger.write({"learner_steps": 10})
+    logger.close()
+    (row,) = read_metrics(tmp_path / "learner" / "metrics.csv")
+    assert row["step"] == 10 and 0 < row["steps_per_s"] <= 10 / 0.05 + 1
+
+
+def test_stop_reasons(tmp_path):
+    config = tiny_config("d4pg", max_minutes=1.0, max_actor_steps=500, target_return=90.0)
+    assert _stop_reason(config, tmp_path, time.time()) is None
+    assert _stop_reason(config, tmp_path, time.time() - 61) == "max_minutes"
+    w = MetricsWriter(tmp_path / "counter", tensorboard=False)
+    w.write({"step": 600, "elapsed": 1.0, "learner_steps": 3})
+    w.close()
+    assert _stop_reason(config, tmp_path, time.time()) == "max_actor_steps"
+    w = MetricsWriter(tmp_path / "evaluator", tensorboard=False)
+    w.write({"step": 3, "elapsed": 1.0, "actor_steps": 600, "eval_return": 95.0})
+    w.close()
+    assert _stop_reason(config, tmp_path, time.time()) == "target"
+
+
+def test_policy_bytes_counts_the_fp32_policy():
+    config = tiny_config("d4pg")  # cartpole: obs 5, act 1, layers 32x32, LayerNorm on the first
+    expected = 4 * (5 * 32 + 32 + 2 * 32 + 32 * 32 + 32 + 32 * 1 + 1)
+    assert policy_bytes(config) == expected
+
+
+def test_comparison_table_reports_speedups_against_acme(tmp_path):
+    from actorq.bench.acme_baseline import comparison_table, run_finished
+    from tests.unit.report.synthetic import make_run, ramp_returns
+
+    make_run(tmp_path, "fp32", 0, ramp_returns(30, 200), label="acme-fp32")
+    make_run(tmp_path, "fp32", 0, ramp_returns(30, 200))
+    make_run(tmp_path, "int8", 0, ramp_returns(30, 100))
+    assert run_finished(tmp_path / "acme-fp32-s0") and not run_finished(tmp_path / "nope")
+    text = comparison_table(tmp_path)
+    lines = {ln.split()[0]: ln for ln in text.splitlines()[2:]}
+    assert set(lines) == {"acme-fp32", "fp32", "int8"}
+    vs_acme = {label: float(line.split()[-2].rstrip("x")) for label, line in lines.items()}
+    assert vs_acme["acme-fp32"] == 1.0 and vs_acme["fp32"] == 1.0
+    assert 1.7 < vs_acme["int8"] < 2.1  # int8's curve ramps twice as fast (evaluations every 10 s)

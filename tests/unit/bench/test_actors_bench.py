@@ -1,0 +1,146 @@
+"""The actor benchmarks' pure parts (order, summaries, notes, plans) and the measurement loop on a stub role."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from actorq.bench import ablation, acme_baseline
+from actorq.bench.actors import amdahl_notes, bench_config, block_order, reference_state, summarize
+from actorq.bench.pool import Variant, measure
+from actorq.types import BREAKDOWN_COMPONENTS, Timers
+from tests.conftest import tiny_config
+
+FP32 = Variant("fp32", 32, 1000)
+INT8 = Variant("int8", 8, 1000)
+
+
+def test_blocks_interleave_and_rotate():
+    order = block_order([FP32, INT8], repeats=3)
+    assert [(r, v.precision) for r, v in order] == [
+        (0, "fp32"), (0, "int8"), (1, "int8"), (1, "fp32"), (2, "fp32"), (2, "int8"),
+    ]  # fmt: skip
+
+
+def _record(variant: Variant, repeat: int, rate: float, inference_ms: float, actor: int = 0) -> dict:
+    seconds = 10.0
+    steps = int(rate * seconds)
+    comps = dict.fromkeys(BREAKDOWN_COMPONENTS, 0.0)
+    comps["inference"] = steps * inference_ms / 1e3
+    comps["env"] = steps * 0.5e-3
+    comps["pull"] = 0.2
+    comps["adder"] = steps * 0.4e-3
+    return {
+        "variant": variant.name, "precision": variant.precision, "comm_bits": variant.comm_bits,
+        "update_period": variant.update_period, "repeat": repeat, "actor": actor, "steps": steps,
+        "seconds": seconds, "steps_per_s": steps / seconds, "components": comps, "pulls": 3, "applied": 2,
+        "message_bytes": 1000 * variant.comm_bits, "load_before": 1.0,
+    }  # fmt: skip
+
+
+def test_summary_medians_ratios_and_breakdown():
+    records = [
+        _record(FP32, 0, 100.0, 5.0), _record(INT8, 0, 160.0, 2.0),
+        _record(FP32, 1, 120.0, 5.0), _record(INT8, 1, 150.0, 2.0),
+        _record(FP32, 2, 110.0, 5.0), _record(INT8, 2, 170.0, 2.0),
+    ]  # fmt: skip
+    rows = {r["variant"]: r for r in summarize(records, learner_rate=4.0)}
+    fp32, int8 = rows["fp32/c32"], rows["int8/c8"]
+    assert fp32["steps_per_s"] == 110.0 and (fp32["steps_per_s_min"], fp32["steps_per_s_max"]) == (
+        100.0,
+        120.0,
+    )
+    assert int8["steps_per_s"] == 160.0 and int8["speedup"] == pytest.approx(160 / 110)
+    assert int8["speedup_min"] == pytest.approx(150 / 120) and int8["speedup_max"] == pytest.approx(1.6)
+    assert int8["ms_per_step"]["inference"] == pytest.approx(2.0)
+    assert int8["ms_per_step"]["env"] == pytest.approx(0.5)
+    # other = wall - timed components: 1/rate - (2 + 0.5 + 0.4) ms - pulls
+    steps = sum(int(r * 10) for r in (160.0, 150.0, 170.0))
+    expected_other = (30.0 - sum(s * 2.9e-3 + 0.2 for s in (1600, 1500, 1700))) / steps * 1e3
+    assert int8["ms_per_step"]["other"] == pytest.approx(expected_other)
+    assert int8["ms_per_broadcast"] == pytest.approx(1e3 * 0.6 / 6)
+    assert int8["weight_age_s"] == pytest.approx(1000 / 320) and int8[
+        "weight_age_learner_steps"
+    ] == pytest.approx(4 * 1000 / 320)
+    notes = amdahl_notes(list(rows.values()))
+    assert len(notes) == 1 and "2.50x the speed" in notes[0] and "Amdahl" in notes[0]
+
+
+def test_measure_counts_a_window_and_makes_every_pull_a_new_broadcast():
+    class StubRole:
+        """Pulls every 3 steps; a pull 'applies' only when the version it knows is older than 1."""
+
+        def __init__(self):
+            self.timers = Timers(totals=defaultdict(float), counts=defaultdict(int))
+            self.steps = 0
+            self.actor = SimpleNamespace(weights=SimpleNamespace(version=1, received=1, rejected=0))
+
+        def step(self):
+            self.steps += 1
+            self.timers.add("inference", 1e-4)
+            if self.steps % 3 == 0:
+                self.timers.add("pull", 1e-4)
+                if self.actor.weights.version < 1:
+                    self.actor.weights.version = 1
+                    self.actor.weights.received += 1
+
+    fresh = measure(StubRole(), seconds=0.05, fresh=True)
+    stale = measure(StubRole(), seconds=0.05, fresh=False)
+    assert fresh["steps"] > 0 and fresh["pulls"] == fresh["steps"] // 3
+    assert fresh["applied"] in (
+        fresh["pulls"] - 1,
+        fresh["pulls"],
+    )  # every pull after the first applies again
+    assert stale["applied"] == 0 and stale["pulls"] > 0
+    assert fresh["components"]["inference"] == pytest.approx(fresh["steps"] * 1e-4)
+    assert fresh["steps_per_s"] == pytest.approx(fresh["steps"] / fresh["seconds"])
+
+
+def test_bench_config_and_reference_weights_fit_the_actor_policy():
+    from actorq.actors.policy import QuantizedPolicy
+    from actorq.envs import environment_spec
+    from actorq.quantize.codec import decode_message, encode_message
+
+    config = tiny_config("d4pg", **{"replay.samples_per_insert": 8.0})
+    cfg = bench_config(config, Variant("int8", 8, 30), actors=3)
+    assert cfg.replay.samples_per_insert == 0 and cfg.actor.update_period == 30 and cfg.actor.num_actors == 3
+    assert cfg.actor.precision == "int8" and cfg.comm_bits == 8
+    state = reference_state(cfg, seed=1)
+    spec = environment_spec(cfg.env)
+    policy = QuantizedPolicy("d4pg", spec.obs_dim, spec.num_actions, (32, 32), "int8", spec.action_low,
+                             spec.action_high)  # fmt: skip
+    buf = encode_message(state, version=1, learner_step=0, precision="int8", comm_bits=8)
+    policy.apply(decode_message(buf, expected=policy.expected_shapes()))
+    out = policy(np.zeros(spec.obs_dim, np.float32))
+    assert out.shape == (spec.num_actions,) and np.all(np.isfinite(out))
+    assert np.array_equal(reference_state(cfg, seed=1)["torso.0.weight"], state["torso.0.weight"])
+
+
+def test_ablation_plan_covers_the_paper_grid_and_dedupes_the_sweep():
+    grid, sweep = ablation.plan([30, 1000], [30, 100], ["int8"])
+    assert {(v.precision, v.comm_bits, v.update_period) for v in grid} == {
+        (p, b, k) for p in ("fp32", "int8") for b in (32, 8) for k in (30, 1000)
+    }
+    merged = list(dict.fromkeys(grid + sweep))
+    assert len(merged) == 9  # int8/c8 at K=30 is in both
+
+
+def test_ablation_gains_sentence():
+    rows = [
+        {"variant": v, "update_period": 30, "steps_per_s": s,
+         "ms_per_step": {"inference": 1.0, "env": 1.0, "pull": 2.0, "decode": 0.0, "apply": 0.0, "adder": 0.0}}
+        for v, s in (("fp32/c32", 100.0), ("fp32/c8", 130.0), ("int8/c32", 110.0), ("int8/c8", 150.0))
+    ]  # fmt: skip
+    (note,) = ablation.gains(rows)
+    assert (
+        "communication (fp32/c8) 1.30x" in note and "both (int8/c8) 1.50x" in note and "50% in pull" in note
+    )
+
+
+def test_acme_baseline_plan_rotates_systems():
+    assert acme_baseline.plan(["acme-fp32", "fp32", "int8"], [0, 1]) == [
+        ("acme-fp32", 0), ("fp32", 0), ("int8", 0), ("fp32", 1), ("int8", 1), ("acme-fp32", 1),
+    ]  # fmt: skip
