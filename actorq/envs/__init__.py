@@ -88,7 +88,27 @@ def validate_task(env: EnvConfig) -> None:
     raise UnknownTaskError(f"unknown suite {env.suite!r}; choose dmc or gym")
 
 
-class FlatDmcEnvironment(dm_env.Environment):
+class _FlatFloat32Environment(dm_env.Environment):
+    """Shared specs: a flat float32 observation of ``self._obs_dim`` and float32 reward/discount (Acme's adder
+    writes what it is given, and the replay table's signature is float32)."""
+
+    _obs_dim: int
+    _env: object
+
+    def observation_spec(self):
+        return specs.Array((self._obs_dim,), np.float32, name="observation")
+
+    def reward_spec(self):
+        return specs.Array((), np.float32, name="reward")
+
+    def discount_spec(self):
+        return specs.BoundedArray((), np.float32, 0.0, 1.0, name="discount")
+
+    def close(self) -> None:
+        self._env.close()
+
+
+class FlatDmcEnvironment(_FlatFloat32Environment):
     """A dm_control task with its observation dict concatenated into one float32 vector (sorted key order)."""
 
     def __init__(self, env: dm_env.Environment, max_episode_steps: int = 0):
@@ -115,24 +135,12 @@ class FlatDmcEnvironment(dm_env.Environment):
             ts = dm_env.TimeStep(dm_env.StepType.LAST, ts.reward, _ONE, ts.observation)
         return ts
 
-    def observation_spec(self):
-        return specs.Array((self._obs_dim,), np.float32, name="observation")
-
     def action_spec(self):
         spec = self._env.action_spec()
         return specs.BoundedArray(spec.shape, np.float32, spec.minimum, spec.maximum, name="action")
 
-    def reward_spec(self):
-        return specs.Array((), np.float32, name="reward")
 
-    def discount_spec(self):
-        return specs.BoundedArray((), np.float32, 0.0, 1.0, name="discount")
-
-    def close(self) -> None:
-        self._env.close()
-
-
-class GymnasiumEnvironment(dm_env.Environment):
+class GymnasiumEnvironment(_FlatFloat32Environment):
     """A gymnasium environment behind the dm_env interface (terminated -> discount 0, truncated -> discount 1)."""
 
     def __init__(self, task: str, seed: int, max_episode_steps: int = 0):
@@ -168,23 +176,11 @@ class GymnasiumEnvironment(dm_env.Environment):
             return dm_env.TimeStep(dm_env.StepType.LAST, reward, _ONE, obs)
         return dm_env.TimeStep(dm_env.StepType.MID, reward, _ONE, obs)
 
-    def observation_spec(self):
-        return specs.Array((self._obs_dim,), np.float32, name="observation")
-
     def action_spec(self):
         space = self._env.action_space
         if self._discrete:
             return specs.DiscreteArray(int(space.n), dtype=np.int32, name="action")
         return specs.BoundedArray(space.shape, np.float32, space.low, space.high, name="action")
-
-    def reward_spec(self):
-        return specs.Array((), np.float32, name="reward")
-
-    def discount_spec(self):
-        return specs.BoundedArray((), np.float32, 0.0, 1.0, name="discount")
-
-    def close(self) -> None:
-        self._env.close()
 
 
 def make_environment(env: EnvConfig, seed: int = 0) -> dm_env.Environment:
