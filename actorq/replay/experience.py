@@ -22,24 +22,17 @@ def make_adder(client: reverb.Client, config: ExperimentConfig) -> acme_adders.N
     )
 
 
-def make_dataset_iterator(address: str, config: ExperimentConfig) -> Iterator[reverb.ReplaySample]:
-    """Acme's Reverb dataset over the experience table, batched and prefetched, as an iterator."""
-    dataset = acme_datasets.make_reverb_dataset(
+def make_dataset(address: str, config: ExperimentConfig):
+    """Acme's Reverb dataset over the experience table, batched and prefetched (a tf.data.Dataset)."""
+    return acme_datasets.make_reverb_dataset(
         server_address=address,
         batch_size=config.learner.batch_size,
         prefetch_size=4,
         table=EXPERIENCE_TABLE,
         num_parallel_calls=2,  # small machines: more calls only add threads competing with actors
     )
-    return iter(dataset)
 
 
-def make_dataset(address: str, config: ExperimentConfig):
-    """The tf.data.Dataset itself (Acme's DQN learner takes a dataset, D4PG an iterator)."""
-    return acme_datasets.make_reverb_dataset(
-        server_address=address,
-        batch_size=config.learner.batch_size,
-        prefetch_size=4,
-        table=EXPERIENCE_TABLE,
-        num_parallel_calls=2,
-    )
+def make_dataset_iterator(address: str, config: ExperimentConfig) -> Iterator[reverb.ReplaySample]:
+    """The same dataset as an iterator (Acme's D4PG learner takes an iterator, its DQN learner a dataset)."""
+    return iter(make_dataset(address, config))
