@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 
 from actorq.config import ExperimentConfig
-from launch.local import EXIT_CODES, STOP_GRACE_S, pick_port
+from launch.local import EXIT_CODES, STOP_GRACE_S, LauncherBase
 from launch.monitor import RunMonitor, format_summary
 from launch.topology import topology
 
@@ -62,17 +62,8 @@ def build_program(config: ExperimentConfig, run_dir: Path, config_path: Path, po
     return program
 
 
-class LaunchpadLauncher:
+class LaunchpadLauncher(LauncherBase):
     """Launches the program with launchpad and watches it like the local launcher does."""
-
-    def __init__(
-        self, config: ExperimentConfig, run_dir: str | Path, config_path: str | Path, quiet: bool = False
-    ):
-        self.config = config
-        self.run_dir = Path(run_dir)
-        self.config_path = Path(config_path)
-        self.quiet = quiet
-        self.port = config.replay.port or pick_port()
 
     def _workers(self, manager) -> dict[str, list[psutil.Process]]:
         # launchpad 0.5.0 keeps the processes it started per group here (the version is pinned).
@@ -142,7 +133,7 @@ class LaunchpadLauncher:
             wall = time.time() - monitor.started
             self._stop(processes)
             manager._disable_signals()  # noqa: SLF001  (we stopped the workers ourselves)
-        extra = {"launcher": "launchpad", "replay_address": f"localhost:{self.port}"}
+        extra = {"launcher": "launchpad", "replay_address": self.address}
         if failure:
             extra["failure"] = failure
         summary = monitor.write_summary(reason, wall_seconds=wall, extra=extra)

@@ -58,8 +58,8 @@ def pick_port() -> int:
     return portpicker.pick_unused_port()
 
 
-class LocalLauncher:
-    """Runs one experiment as local subprocesses; ``run()`` returns the exit status."""
+class LauncherBase:
+    """What every multi-process launcher holds: the config, its run directory and the replay port/address."""
 
     def __init__(
         self, config: ExperimentConfig, run_dir: str | Path, config_path: str | Path, quiet: bool = False
@@ -70,6 +70,15 @@ class LocalLauncher:
         self.quiet = quiet
         self.port = config.replay.port or pick_port()
         self.address = f"localhost:{self.port}"
+
+
+class LocalLauncher(LauncherBase):
+    """Runs one experiment as local subprocesses; ``run()`` returns the exit status."""
+
+    def __init__(
+        self, config: ExperimentConfig, run_dir: str | Path, config_path: str | Path, quiet: bool = False
+    ):
+        super().__init__(config, run_dir, config_path, quiet)
         self.children: list[Child] = []
         self._interrupted = False
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,14 @@ def _plt():
     return plt
 
 
+def _save(plt, fig, path: Path) -> Path:
+    """Lay out, write (110 dpi) and close a figure; return its path."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _color(label: str, i: int) -> str:
     return COLORS.get(label, f"C{(i + 4) % 10}")
 
@@ -72,11 +80,7 @@ def convergence(table: TaskTable, out: Path, x: str = "steps") -> Path:
     ax.set_title(f"{table.task}: mean and min-max over seeds")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    path = out / f"convergence_{x}_{slug(table.task)}.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out / f"convergence_{x}_{slug(table.task)}.png")
 
 
 def breakdown(table: TaskTable, out: Path) -> Path | None:
@@ -99,11 +103,7 @@ def breakdown(table: TaskTable, out: Path) -> Path | None:
     ax.set_ylabel("ms per env step (per actor)")
     ax.set_title(f"{table.task}: actor runtime breakdown (adder includes rate-limiter waits)")
     ax.legend(fontsize=8)
-    path = out / f"breakdown_{slug(table.task)}.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out / f"breakdown_{slug(table.task)}.png")
 
 
 def broadcasts(table: TaskTable, out: Path) -> Path | None:
@@ -139,11 +139,7 @@ def broadcasts(table: TaskTable, out: Path) -> Path | None:
     ax2.set_ylabel("ms per received broadcast")
     ax2.set_title("actor cost per broadcast")
     ax2.legend(fontsize=8)
-    path = out / f"broadcast_{slug(table.task)}.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out / f"broadcast_{slug(table.task)}.png")
 
 
 def energy(table: TaskTable, out: Path) -> Path | None:
@@ -169,11 +165,7 @@ def energy(table: TaskTable, out: Path) -> Path | None:
     ax.set_ylabel("Wh (estimate: CPU s x W/core)")
     ax.set_title(f"{table.task}: energy (estimate)")
     ax.legend(fontsize=8)
-    path = out / f"energy_{slug(table.task)}.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out / f"energy_{slug(table.task)}.png")
 
 
 def bench_speed(rows: list[dict[str, Any]], out: Path, name: str, title: str) -> Path | None:
@@ -202,11 +194,7 @@ def bench_speed(rows: list[dict[str, Any]], out: Path, name: str, title: str) ->
         ax.set_ylabel("env steps/s per actor")
         ax.tick_params(axis="x", labelrotation=20, labelsize=8)
     fig.suptitle(title)
-    path = out / f"{name}.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out / f"{name}.png")
 
 
 def bench_breakdown(rows: list[dict[str, Any]], out: Path, name: str) -> Path | None:
@@ -225,11 +213,7 @@ def bench_breakdown(rows: list[dict[str, Any]], out: Path, name: str) -> Path | 
     ax.tick_params(axis="x", labelsize=7)
     ax.legend(fontsize=7, ncol=2)
     ax.set_title("actor runtime breakdown (bench, no learner)")
-    path = out / f"{name}.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out / f"{name}.png")
 
 
 def bench_sweep(rows: list[dict[str, Any]], out: Path, name: str) -> Path | None:
@@ -253,8 +237,4 @@ def bench_sweep(rows: list[dict[str, Any]], out: Path, name: str) -> Path | None
     ax2.set_ylabel("mean weight age (s) = K / (2 x steps/s)")
     ax2.set_yscale("log")
     fig.suptitle("pull frequency: speed vs staleness")
-    path = out / f"{name}.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out / f"{name}.png")
