@@ -4,7 +4,8 @@ current terminal (each node's lines prefixed and coloured by launchpad).
 Nodes carry only strings and ints (role name, config path, run dir, address), so what launchpad serialises for its
 subprocesses is a reference to :func:`run_role_node` plus plain values, never data from the network.
 Stopping: the launcher signals the processes launchpad started for this program (by the pids launchpad's worker
-manager recorded), then SIGKILLs what is left after a grace period.
+manager recorded), the learner first so it checkpoints while actors still feed it, then SIGKILLs what is left
+after a grace period.
 """
 
 from __future__ import annotations
@@ -77,22 +78,13 @@ class LaunchpadLauncher(LauncherBase):
                 dead.append(label)
         return dead
 
-    def _stop(self, processes: list[psutil.Process]) -> None:
-        """SIGTERM the node processes (and the wrappers launchpad put around them), then SIGKILL leftovers."""
-        tree: list[psutil.Process] = []
-        for proc in processes:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                tree += proc.children(recursive=True)
-            tree.append(proc)
-        for proc in tree:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.terminate()
-        _, alive = psutil.wait_procs(tree, timeout=STOP_GRACE_S)
-        for proc in alive:
-            log.warning("pid %d ignored SIGTERM; killing it", proc.pid)
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.kill()
-        psutil.wait_procs(alive, timeout=5)
+    def _stop(self, groups: dict[str, list[psutil.Process]]) -> None:
+        """Stop the learner group first (actors still feed it, so it can finish its step and checkpoint), then
+        the rest; each as SIGTERM to the node processes and the wrappers launchpad put around them, then SIGKILL."""
+        learner = groups.get("learner", [])
+        rest = [p for label, workers in groups.items() if label != "learner" for p in workers]
+        for phase in (learner, rest):
+            _terminate_trees(phase)
 
     def run(self) -> int:
         import launchpad as lp
@@ -105,8 +97,8 @@ class LaunchpadLauncher(LauncherBase):
         manager = lp.launch(
             program, launch_type=lp.LaunchType.LOCAL_MULTI_PROCESSING, terminal="current_terminal"
         )
-        processes = [p for workers in self._workers(manager).values() for p in workers]
-        groups = list(self._workers(manager))
+        workers = self._workers(manager)
+        groups = list(workers)
         monitor.started = time.time()
         reason, failure, last_view = "role_failed", "", 0.0
         try:
@@ -131,7 +123,7 @@ class LaunchpadLauncher(LauncherBase):
             reason = "interrupted"
         finally:
             wall = time.time() - monitor.started
-            self._stop(processes)
+            self._stop(workers)
             manager._disable_signals()  # noqa: SLF001  (we stopped the workers ourselves)
         extra = {"launcher": "launchpad", "replay_address": self.address}
         if failure:
@@ -147,3 +139,21 @@ def _alive(proc: psutil.Process) -> bool:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def _terminate_trees(processes: list[psutil.Process]) -> None:
+    """SIGTERM ``processes`` and their descendants, wait up to STOP_GRACE_S, then SIGKILL what is left."""
+    tree: list[psutil.Process] = []
+    for proc in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            tree += proc.children(recursive=True)
+        tree.append(proc)
+    for proc in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.terminate()
+    _, alive = psutil.wait_procs(tree, timeout=STOP_GRACE_S)
+    for proc in alive:
+        log.warning("pid %d ignored SIGTERM; killing it", proc.pid)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=5)

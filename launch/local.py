@@ -138,13 +138,27 @@ class LocalLauncher(LauncherBase):
         return None
 
     def stop(self) -> dict[str, int | None]:
-        """SIGTERM every live child (learner-facing roles last), wait, SIGKILL stragglers; returns exit codes."""
-        order = sorted(self.children, key=lambda c: {"replay": 2, "learner": 1}.get(c.spec.role, 0))
-        for child in order:
+        """Stop the learner first, then every other live child; SIGKILL stragglers; returns exit codes.
+
+        The learner goes first, while actors still feed replay: a learner whose sample waits on the rate limiter
+        would otherwise stay blocked once the actors are gone and exit without its final checkpoint.
+        """
+        learner = [c for c in self.children if c.spec.role == "learner"]
+        rest = sorted(
+            (c for c in self.children if c.spec.role != "learner"), key=lambda c: c.spec.role == "replay"
+        )
+        for phase in (learner, rest):
+            self._stop_children(phase)
+        return {c.spec.label: (c.process.returncode if c.process else None) for c in self.children}
+
+    @staticmethod
+    def _stop_children(children: list[Child]) -> None:
+        """SIGTERM each live child of ``children``, wait up to STOP_GRACE_S for all of them, SIGKILL the rest."""
+        for child in children:
             if child.process and child.process.poll() is None:
                 child.process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S
-        for child in order:
+        for child in children:
             if child.process is None:
                 continue
             try:
@@ -153,7 +167,6 @@ class LocalLauncher(LauncherBase):
                 log.warning("%s (pid %d) ignored SIGTERM; killing it", child.spec.label, child.pid)
                 child.process.kill()
                 child.process.wait(timeout=5)
-        return {c.spec.label: (c.process.returncode if c.process else None) for c in self.children}
 
     # -- the run ---------------------------------------------------------------------------------------------
     def run(self) -> int:
