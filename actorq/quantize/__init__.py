@@ -4,7 +4,8 @@
   asymmetric, per-tensor or per-channel: ``q = clamp(rint(x / s) + z, qmin, qmax)``, ``x^ = s (q - z)``.
 * ``floats``: fp16 and bfloat16 (as uint16 bit patterns, round to nearest even) casts.
 * ``packing``: dense bit packing of 2..8-bit codes (``ceil(n * bits / 8)`` bytes).
-* ``codec``: the versioned, checksummed, pickle-free weight message the learner broadcasts to actors.
+* ``codec``: the versioned, checksummed, pickle-free weight message the learner broadcasts to actors;
+  ``message``: what it decodes to and the errors it raises.
 """
 
 from __future__ import annotations

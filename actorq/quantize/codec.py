@@ -42,16 +42,48 @@ import math
 import struct
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from actorq.quantize.affine import QParams, dequantize, qrange, quantize_tensor
+from actorq.quantize.affine import qrange, quantize_tensor
 from actorq.quantize.floats import to_fp16
+from actorq.quantize.message import (  # re-exported: the codec's public names
+    ChecksumMismatchError,
+    EncodedTensor,
+    MalformedMessageError,
+    MessageHeader,
+    MissingTensorError,
+    NonFiniteWeightsError,
+    ShapeMismatchError,
+    TruncatedMessageError,
+    UnknownTensorError,
+    UnsupportedVersionError,
+    WeightMessage,
+    WeightMessageError,
+)
 from actorq.quantize.packing import pack_bits, packed_nbytes, unpack_bits
 
 logger = logging.getLogger(__name__)
+
+__all__ = [
+    "ChecksumMismatchError",
+    "EncodedTensor",
+    "MESSAGE_VERSION",
+    "MalformedMessageError",
+    "MessageHeader",
+    "MissingTensorError",
+    "NonFiniteWeightsError",
+    "ShapeMismatchError",
+    "TruncatedMessageError",
+    "UnknownTensorError",
+    "UnsupportedVersionError",
+    "WeightMessage",
+    "WeightMessageError",
+    "decode_message",
+    "encode_message",
+    "read_header",
+]
 
 MESSAGE_VERSION = 1
 MAGIC = b"AQWM"
@@ -69,94 +101,6 @@ _META_KEYS = {"learner_step", "version", "precision", "comm_bits"}
 _HEADER_KEYS = _META_KEYS | {"compressed", "payload_nbytes", "tensors"}
 _TENSOR_KEYS = {"name", "shape", "encoding", "bits", "axis", "scale", "data"}
 _FLOAT_DTYPES = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2")}
-
-
-class WeightMessageError(ValueError):
-    """Base class: a weight message can't be encoded or decoded."""
-
-
-class TruncatedMessageError(WeightMessageError):
-    """Fewer bytes than the preamble or its declared lengths require."""
-
-
-class ChecksumMismatchError(WeightMessageError):
-    """The crc32 trailer doesn't match the bytes: corrupted in transit or storage."""
-
-
-class UnsupportedVersionError(WeightMessageError):
-    """The message uses a format version this code can't read."""
-
-
-class MalformedMessageError(WeightMessageError):
-    """Not an ActorQ message, or a header/payload that is internally inconsistent."""
-
-
-class UnknownTensorError(WeightMessageError):
-    """The message carries a tensor the receiving network doesn't have."""
-
-
-class MissingTensorError(WeightMessageError):
-    """The receiving network expects a tensor the message doesn't carry."""
-
-
-class ShapeMismatchError(WeightMessageError):
-    """A tensor's shape differs from what the receiving network expects."""
-
-
-class NonFiniteWeightsError(WeightMessageError):
-    """NaN or Inf in weights or scales."""
-
-
-@dataclass(frozen=True)
-class MessageHeader:
-    """What :func:`read_header` returns: the message's metadata, without touching the payload."""
-
-    format_version: int
-    version: int
-    learner_step: int
-    precision: str
-    comm_bits: int
-    compressed: bool
-    num_tensors: int
-    nbytes: int
-
-
-@dataclass(frozen=True, eq=False)
-class EncodedTensor:
-    """One decoded tensor as it travelled: f32/f16 values, or int8 codes with their scales."""
-
-    name: str
-    shape: tuple[int, ...]
-    encoding: str
-    data: np.ndarray
-    bits: int
-    scale: np.ndarray | None = None
-    zero_point: np.ndarray | None = None
-    axis: int | None = None
-
-    def to_float32(self) -> np.ndarray:
-        """float32 values: ``data`` for f32/f16, ``scale * codes`` for q."""
-        if self.encoding != "q":
-            return self.data.astype(np.float32, copy=False)
-        assert self.scale is not None and self.zero_point is not None
-        qp = QParams(self.scale, self.zero_point, self.bits, True, self.axis)
-        return dequantize(self.data, qp)
-
-
-@dataclass(frozen=True, eq=False)
-class WeightMessage:
-    """A decoded message: metadata plus tensors in the order the learner sent them."""
-
-    version: int
-    learner_step: int
-    precision: str
-    comm_bits: int
-    tensors: dict[str, EncodedTensor]
-    nbytes: int
-
-    def float32_state(self) -> dict[str, np.ndarray]:
-        """``{name: float32 array}`` ready to load into a network."""
-        return {name: t.to_float32() for name, t in self.tensors.items()}
 
 
 def _align(n: int) -> int:
