@@ -37,6 +37,8 @@ class RunMetrics:
     steps_reach: float | None = None
     final_return: float | None = None
     best_raw: float | None = None
+    untrained_return: float | None = None
+    """Mean return of the evaluations before the learner's first update (see :func:`stats.untrained_return`)."""
     breakdown: dict[str, float] = field(default_factory=dict)
     """Seconds per env step per component (all actors' totals over all their steps)."""
     actor_steps: float = 0.0
@@ -186,6 +188,7 @@ def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -
     if run.eval_return.size:
         m.best_raw = float(np.nanmax(run.eval_return))
         m.final_return = float(np.mean(run.eval_return[-k:]))
+        m.untrained_return = stats.untrained_return(run.eval_learner_steps, run.eval_return)
     if threshold is not None and run.eval_return.size:
         i = stats.first_crossing(run.eval_return, threshold, k, statistic)
         if i is not None:
@@ -228,6 +231,13 @@ class TaskTable:
     def summary(self, label: str, key: str, censored: bool = False) -> stats.SeedSummary:
         values = [getattr(m, key) for m in self.runs.get(label, [])]
         return stats.censored_median(values) if censored else stats.plain_median(values)
+
+    def untrained(self) -> float | None:
+        """The highest untrained return of any run (None when no run evaluated its initial policy)."""
+        values = [
+            m.untrained_return for ms in self.runs.values() for m in ms if m.untrained_return is not None
+        ]
+        return max(values) if values else None
 
     def speedup(self, label: str, base: str = "fp32") -> tuple[float | None, list[float]]:
         """(ratio of median times base/label, per-seed paired ratios)."""

@@ -35,7 +35,10 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     if t.config_differences:
         diffs = "; ".join(f"`{k}`: {', '.join(v)}" for k, v in t.config_differences.items())
         s.append(f"**Caveat: these runs differ in more than precision and seed** ({diffs}).\n")
-    s += ["### Time to reward (Table 2 analogue)\n", md.time_table(t), "", md.paper_comparison(t), ""]
+    s += ["### Time to reward (Table 2 analogue)\n", md.time_table(t), ""]
+    note = md.untrained_note(t)
+    s += [note, ""] if note else []
+    s += [md.paper_comparison(t), ""]
     s += ["### Convergence\n"]
     s.append(_img(render.convergence(t, out, "steps"), out, "return vs actor steps"))
     s.append(_img(render.convergence(t, out, "time"), out, "return vs wall time"))
@@ -136,7 +139,13 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
                     [m.energy_kwh(True) for m in t.runs[label]]
                 ).median,
             }
-        out[t.task] = {"best": t.best, "best_raw": t.best_raw, "threshold": t.threshold, "labels": labels}
+        out[t.task] = {
+            "best": t.best,
+            "best_raw": t.best_raw,
+            "threshold": t.threshold,
+            "untrained_return": t.untrained(),
+            "labels": labels,
+        }
     return out
 
 

@@ -93,6 +93,25 @@ def time_table(t: TaskTable) -> str:
     return table(header, rows)
 
 
+def untrained_note(t: TaskTable) -> str:
+    """Where the untrained policy stands against the threshold; a warning when it already reaches it."""
+    untrained = t.untrained()
+    if untrained is None or t.threshold is None:
+        return ""
+    if untrained < t.threshold:
+        return (
+            f"The untrained policy (evaluations before the learner's first update) scores up to {fmt(untrained)}, "
+            f"below the threshold: reaching it takes learning."
+        )
+    return (
+        f"**Degenerate threshold: the untrained policy already scores {fmt(untrained)} >= {fmt(t.threshold)}** "
+        '(mean of the evaluations before the learner\'s first update, best run). A run can "reach" this reward '
+        "before learning anything, so the times above measure start-up and evaluation timing, not learning "
+        "speed. The fp32 runs did not learn far enough past the initial policy: run them longer "
+        "(`--max-minutes`) before reading speedups from this table."
+    )
+
+
 def paper_comparison(t: TaskTable) -> str:
     """Sentences comparing our speedups with the paper's, naming the likely reason where they differ."""
     row = paper.TABLE2.get(t.task)

@@ -12,6 +12,8 @@ Definitions (the report prints them too):
 * **Time to threshold**: the time (since the run started) of the first evaluation at which the smoothed return
   is at or above the threshold; None when never reached. Unreached runs are *censored*: they count as slower
   than every reached run, so a median over seeds exists only when more than half the seeds reached it.
+* **Untrained return**: the mean of the evaluations made before the learner's first update (learner step 0).
+  When it is at or above the threshold, "time to reward" measures start-up, not learning: the report says so.
 """
 
 from __future__ import annotations
@@ -84,6 +86,15 @@ def time_to_threshold(
         raise ValueError(f"times ({len(times)}) and values ({len(values)}) differ in length")
     i = first_crossing(values, threshold, k, statistic)
     return None if i is None else float(times[i])
+
+
+def untrained_return(learner_steps: Sequence[float], values: Sequence[float]) -> float | None:
+    """Mean return of the evaluations at learner step 0 (the initial policy); None when there are none."""
+    steps, returns = np.asarray(learner_steps, np.float64), np.asarray(values, np.float64)
+    if steps.shape != returns.shape:
+        raise ValueError(f"learner_steps ({steps.size}) and values ({returns.size}) differ in length")
+    before = returns[(steps == 0) & np.isfinite(returns)]
+    return float(before.mean()) if before.size else None
 
 
 # -- across seeds -----------------------------------------------------------------------------------------

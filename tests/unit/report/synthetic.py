@@ -46,11 +46,13 @@ def make_run(
     batch: int = 256,
     label: str | None = None,
     cpu_per_s: float = 1.8,
+    untrained_evals: int = 0,
 ) -> Path:
     """One finished run: ``len(returns)`` evaluations every 10 s, one actor at ``steps_per_s``.
 
     The actor's per-step cost is 1/steps_per_s: inference 40%, env 30%, adder 10% + ``adder_wait`` s/step of
     rate-limiter wait from the 3rd metrics row on (the first rows are unthrottled), pull/decode/apply the rest.
+    The first ``untrained_evals`` evaluations are made at learner step 0 (before the learner's first update).
     """
     path = root / f"{label or precision}-s{seed}"
     path.mkdir(parents=True)
@@ -63,13 +65,13 @@ def make_run(
         path / "evaluator",
         [
             {
-                "step": int(t * learner_rate),
+                "step": 0 if i < untrained_evals else int(t * learner_rate),
                 "elapsed": t - 3,
                 "actor_steps": s,
                 "eval_return": r,
                 "time": START + t,
             }
-            for t, s, r in zip(times, actor_steps, returns, strict=True)
+            for i, (t, s, r) in enumerate(zip(times, actor_steps, returns, strict=True))
         ],
     )
     rows, adder_total, step = [], 0.0, 0

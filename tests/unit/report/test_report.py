@@ -211,3 +211,22 @@ def test_config_differences_are_flagged(tmp_path):
     }  # precision/seed ignored
     text = build_report([str(tmp_path)], tmp_path / "r").read_text()
     assert "Caveat: these runs differ" in text and "replay.samples_per_insert" in text
+
+
+def test_a_threshold_the_untrained_policy_reaches_is_flagged(tmp_path):
+    # cartpole:balance-like: the initial policy scores ~690, learning first drops it, fp32 peaks at ~700.
+    early = np.array([690.0, 692.0, 688.0, 135.0, 300.0, 500.0, 690.0, 700.0, 705.0, 698.0])
+    make_run(tmp_path / "flat", "fp32", 0, early, untrained_evals=3)
+    make_run(tmp_path / "flat", "int8", 0, early, untrained_evals=3)
+    runs, _ = load_runs([tmp_path / "flat"])
+    (table,) = build_tables(runs)
+    assert table.untrained() == pytest.approx(690.0)
+    assert table.threshold < table.untrained()
+    text = build_report([str(tmp_path / "flat")], tmp_path / "r1").read_text()
+    assert "Degenerate threshold" in text
+
+    # A run that learns well past its initial policy: the note says reaching the reward takes learning.
+    learned = np.concatenate([[690.0, 692.0, 688.0], ramp_returns(12, 60)])
+    make_run(tmp_path / "learned", "fp32", 0, learned, untrained_evals=3)
+    text = build_report([str(tmp_path / "learned")], tmp_path / "r2").read_text()
+    assert "Degenerate threshold" not in text and "below the threshold: reaching it takes learning" in text

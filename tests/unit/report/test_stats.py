@@ -122,3 +122,11 @@ def test_first_activity_time_and_intrinsic_cost():
     secs = [0, 0.1, 0.2, 0.7, 1.2]
     assert stats.intrinsic_cost_per_step(steps, secs) == pytest.approx(0.001)
     assert stats.intrinsic_cost_per_step([0, 10], [0, 1]) == 0.0  # no interval long enough
+
+
+def test_untrained_return_is_the_mean_before_the_first_update():
+    assert stats.untrained_return([0, 0, 100, 200], [690.0, 700.0, 135.0, 900.0]) == pytest.approx(695.0)
+    assert stats.untrained_return([5, 100], [690.0, 700.0]) is None
+    assert stats.untrained_return([0, 0], [float("nan"), 10.0]) == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="differ in length"):
+        stats.untrained_return([0], [1.0, 2.0])
