@@ -38,6 +38,10 @@ class RunMetrics:
     final_return: float | None = None
     best_raw: float | None = None
     untrained_return: float | None = None
+    budget_steps: float | None = None
+    """The run's actor-step budget (``max_actor_steps``; the paper's "steps trained" in our configs)."""
+    t_budget: float | None = None
+    """Wall seconds to spend that budget, when the run ended on it."""
     """Mean return of the evaluations before the learner's first update (see :func:`stats.untrained_return`)."""
     breakdown: dict[str, float] = field(default_factory=dict)
     """Seconds per env step per component (all actors' totals over all their steps)."""
@@ -82,17 +86,15 @@ class RunMetrics:
         intensity = self.codecarbon.get("carbon_intensity_kg_per_kwh") or DEFAULT_CARBON_INTENSITY
         return None if kwh is None else kwh * intensity
 
-    def projected(self, k: float) -> float | None:
-        """Time to reward with a k-times faster learner (:func:`stats.projected_time`); None if not reached."""
-        if (
-            self.steps_reach is None
-            or not self.actor_free_rate
-            or (not self.learner_insert_rate and math.isfinite(k))
-        ):
+    def projected(self, k: float, budget: bool = False) -> float | None:
+        """Time to reward (or, with ``budget``, to the run's actor-step budget) with a k-times faster learner
+        (:func:`stats.projected_time`); None when the run has no such step count or no throughput figures."""
+        steps = self.budget_steps if budget else self.steps_reach
+        if steps is None or not self.actor_free_rate or (not self.learner_insert_rate and math.isfinite(k)):
             return None
         learner = self.learner_insert_rate if self.learner_insert_rate else math.inf
         return stats.projected_time(
-            self.steps_reach, self.actor_free_rate, learner, k, startup_s=self.acting_start or 0.0
+            steps, self.actor_free_rate, learner, k, startup_s=self.acting_start or 0.0
         )
 
 
@@ -185,6 +187,10 @@ def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -
     m = RunMetrics(run)
     m.wall = float(run.summary.get("wall_seconds") or 0.0)
     m.actor_steps = float(run.summary.get("actor_steps") or 0.0)
+    budget = run.config.get("max_actor_steps")
+    m.budget_steps = float(budget) if isinstance(budget, (int, float)) and budget > 0 else None
+    if m.budget_steps and run.summary.get("exit") == "max_actor_steps":
+        m.t_budget = m.wall
     if run.eval_return.size:
         m.best_raw = float(np.nanmax(run.eval_return))
         m.final_return = float(np.mean(run.eval_return[-k:]))

@@ -62,6 +62,12 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     )
     s += ["### Projection: time to reward with a k-times faster learner (model, not measured)\n"]
     s += [md.projection_table(t), "", md.PROJECTION_MODEL, ""]
+    budget = md.budget_steps(t)
+    if budget:
+        s += [
+            f"### Projection: time to train {budget:,.0f} actor steps with a k-times faster learner (model)\n"
+        ]
+        s += [md.projection_table(t, budget=True), "", md.BUDGET_PROJECTION, ""]
     energy_tab, energy_text = md.energy_table(t)
     s += ["### Energy and CO2\n", energy_tab, "", energy_text, ""]
     s.append(_img(render.energy(t, out), out, "energy"))
@@ -132,6 +138,12 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
                 "projected_s": {
                     ("inf" if math.isinf(k) else str(k)): stats.censored_median(
                         [m.projected(k) for m in t.runs[label]]
+                    ).median
+                    for k in PROJECTION_K
+                },
+                "projected_budget_s": {
+                    ("inf" if math.isinf(k) else str(k)): stats.censored_median(
+                        [m.projected(k, budget=True) for m in t.runs[label]]
                     ).median
                     for k in PROJECTION_K
                 },

@@ -259,7 +259,8 @@ PROJECTION_MODEL = (
 )
 
 
-def projection_table(t: TaskTable) -> str:
+def projection_table(t: TaskTable, budget: bool = False) -> str:
+    """Projected times per precision; ``budget``: to the runs' actor-step budget instead of to the reward."""
     header = [
         "precision",
         "measured (s)",
@@ -267,9 +268,12 @@ def projection_table(t: TaskTable) -> str:
         *(f"speedup vs fp32 @k={'inf' if math.isinf(k) else int(k)}" for k in PROJECTION_K[1:]),
     ]
     proj = {
-        lab: [stats.censored_median([m.projected(k) for m in t.runs[lab]]).median for k in PROJECTION_K]
+        lab: [
+            stats.censored_median([m.projected(k, budget) for m in t.runs[lab]]).median for k in PROJECTION_K
+        ]
         for lab in t.labels()
     }
+    measured = "t_budget" if budget else "t_reach"
     rows = []
     for label in t.labels():
         base = proj.get("fp32")
@@ -277,12 +281,26 @@ def projection_table(t: TaskTable) -> str:
         rows.append(
             [
                 label,
-                fmt(t.summary(label, "t_reach", censored=True).median, 0),
+                fmt(t.summary(label, measured, censored=True).median, 0),
                 *(fmt(v, 0) for v in proj[label]),
                 *(fmt(s, 2, "x") for s in speed),
             ]
         )
     return table(header, rows)
+
+
+def budget_steps(t: TaskTable) -> float | None:
+    """The actor-step budget shared by every run of the task (None when they differ or have none)."""
+    budgets = {m.budget_steps for ms in t.runs.values() for m in ms}
+    return budgets.pop() if len(budgets) == 1 else None
+
+
+BUDGET_PROJECTION = (
+    "Same model with N = the runs' actor-step budget (`max_actor_steps`; our configs set it to the paper's "
+    "steps trained) instead of the steps to reward: how long training that many steps takes. It does not depend "
+    "on the reward threshold, so it stays meaningful when the threshold is degenerate. Measured: the wall time "
+    "of runs that ended on that budget (`-` when they ran out of minutes first)."
+)
 
 
 def energy_table(t: TaskTable) -> tuple[str, str]:

@@ -47,6 +47,7 @@ def make_run(
     label: str | None = None,
     cpu_per_s: float = 1.8,
     untrained_evals: int = 0,
+    max_actor_steps: int | None = None,
 ) -> Path:
     """One finished run: ``len(returns)`` evaluations every 10 s, one actor at ``steps_per_s``.
 
@@ -136,6 +137,7 @@ def make_run(
         "learner": {"batch_size": batch},
         "actor": {"precision": precision, "num_actors": 1},
         "seed": seed,
+        "max_actor_steps": max_actor_steps,
     }
     (path / "config.yaml").write_text(yaml.safe_dump(config))
     summary = {

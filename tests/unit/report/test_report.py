@@ -230,3 +230,34 @@ def test_a_threshold_the_untrained_policy_reaches_is_flagged(tmp_path):
     make_run(tmp_path / "learned", "fp32", 0, learned, untrained_evals=3)
     text = build_report([str(tmp_path / "learned")], tmp_path / "r2").read_text()
     assert "Degenerate threshold" not in text and "below the threshold: reaching it takes learning" in text
+
+
+def test_budget_projection_does_not_need_the_threshold(tmp_path):
+    # Two precisions whose actors differ 2x in speed, both learner-bound, on a 20,000-step budget.
+    make_run(tmp_path, "fp32", 0, ramp_returns(10, 50), steps_per_s=100.0, max_actor_steps=20_000)
+    make_run(
+        tmp_path,
+        "int8",
+        0,
+        ramp_returns(10, 50),
+        steps_per_s=200.0,
+        max_actor_steps=20_000,
+        exit_reason="max_actor_steps",
+    )
+    runs, _ = load_runs([tmp_path])
+    (table,) = build_tables(runs)
+    fp32, int8 = table.runs["fp32"][0], table.runs["int8"][0]
+    assert fp32.budget_steps == 20_000 and fp32.t_budget is None  # ran out of minutes first
+    assert int8.t_budget == pytest.approx(int8.wall)
+    for m in (fp32, int8):
+        assert m.projected(float("inf"), budget=True) == pytest.approx(
+            m.acting_start + 20_000 / m.actor_free_rate
+        )
+        assert m.projected(1.0, budget=True) == pytest.approx(
+            m.acting_start + 20_000 / min(m.actor_free_rate, m.learner_insert_rate)
+        )
+    # With the learner out of the way the faster actors finish the budget ~2x sooner.
+    ratio = fp32.projected(float("inf"), budget=True) / int8.projected(float("inf"), budget=True)
+    assert 1.8 < ratio < 2.0
+    text = build_report([str(tmp_path)], tmp_path / "r").read_text()
+    assert "time to train 20,000 actor steps" in text
