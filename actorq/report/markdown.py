@@ -127,12 +127,20 @@ def paper_comparison(t: TaskTable) -> str:
         out.append(f"Note: {row.note}.")
     if t.threshold is not None:
         out.append(f"Our reward threshold is {t.threshold:.1f} (paper: {row.reward:g}).")
+    untrained = t.untrained()
+    degenerate = untrained is not None and t.threshold is not None and untrained >= t.threshold
     for label in ("fp16", "int8"):
         ours, _ = t.speedup(label)
         theirs = row.speedup(label)
         if label not in t.runs or theirs is None:
             continue
-        if ours is None:
+        if degenerate:
+            out.append(
+                f"{label}: {fmt(ours, 2, 'x')} here vs {theirs:g}x in the paper, but not comparable: our threshold "
+                "is degenerate (the untrained policy reaches it, see above), so neither precision had to learn "
+                "anything to get there; the budget projection below compares them without a threshold."
+            )
+        elif ours is None:
             out.append(
                 f"{label}: no speedup measurable here (the median seed of fp32 or {label} did not reach the "
                 f"reward); the paper reports {theirs:g}x."

@@ -223,7 +223,7 @@ def test_a_threshold_the_untrained_policy_reaches_is_flagged(tmp_path):
     assert table.untrained() == pytest.approx(690.0)
     assert table.threshold < table.untrained()
     text = build_report([str(tmp_path / "flat")], tmp_path / "r1").read_text()
-    assert "Degenerate threshold" in text
+    assert "Degenerate threshold" in text and "but not comparable: our threshold is degenerate" in text
 
     # A run that learns well past its initial policy: the note says reaching the reward takes learning.
     learned = np.concatenate([[690.0, 692.0, 688.0], ramp_returns(12, 60)])
