@@ -243,7 +243,8 @@ def regime_table(t: TaskTable) -> str:
                     r.label if r else "-",
                     fmt(m.learner_rate, 2),
                     fmt(m.learner_insert_rate, 1),
-                    fmt(m.actor_free_rate, 1),
+                    fmt(m.actor_free_rate, 1)
+                    + (" (wall, lower bound)" if m.actor_free_source == "wall" else ""),
                     fmt(m.actor_rate, 1),
                     fmt(r.capacity_ratio if r else None, 2, "x"),
                     fmt(None if m.wait_share is None else m.wait_share * 100, 0, "%"),
@@ -256,12 +257,14 @@ def regime_table(t: TaskTable) -> str:
 
 PROJECTION_MODEL = (
     "Model: `T(k) = T_start + N / min(A, k * L)`. N = actor steps at which the run reached the reward (measured); "
-    "A = the actors' unthrottled throughput, all actors together, from their per-step time with rate-limiter "
-    "waits taken out (wait = adder time beyond the adder's cheapest measured interval); L = the inserts/s the "
+    "A = the actors' unthrottled throughput, all actors together: each actor's env steps per CPU second of its "
+    "process (rate-limiter waits take no CPU; each actor on a core of its own, as in the paper) where the actors "
+    "recorded CPU time, else their per-step wall time with rate-limiter waits taken out (wait = adder time beyond "
+    "the adder's cheapest measured interval: a lower bound on A when the limiter engaged in every interval, as it "
+    "does in learner-bound runs); L = the inserts/s the "
     "measured learner allows (learner steps/s x batch / samples-per-insert); T_start = time to the first "
     "experience insert (measured). Assumptions: the same N (sample efficiency unchanged by a faster learner "
-    "at the same samples-per-insert); A as measured while the learner shared this machine's cores (a GPU "
-    "learner would leave them to the actors, so A is if anything pessimistic); evaluation, publishing and "
+    "at the same samples-per-insert); A as measured on this machine; evaluation, publishing and "
     "quantization costs unchanged. k = inf is the actors' own limit. `T(1)` beside the measured time shows how "
     "well the model fits."
 )

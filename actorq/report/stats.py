@@ -283,6 +283,17 @@ def first_activity_time(times: Sequence[float], counts: Sequence[float]) -> floa
     return float(max(0.0, t[0]))
 
 
+def cpu_rate(steps: Sequence[float], cpu_seconds: Sequence[float]) -> float | None:
+    """Steps per CPU second of one process, from cumulative samples, over the span after its first sample
+    (which carries the start-up's CPU); None without two usable samples or CPU time."""
+    s, c = np.asarray(steps, np.float64), np.asarray(cpu_seconds, np.float64)
+    keep = np.isfinite(s) & np.isfinite(c)
+    s, c = s[keep], c[keep]
+    if s.size < 2 or c[-1] - c[0] <= 0 or s[-1] - s[0] <= 0:
+        return None
+    return float((s[-1] - s[0]) / (c[-1] - c[0]))
+
+
 def intrinsic_cost_per_step(steps: Sequence[float], seconds: Sequence[float], min_steps: int = 100) -> float:
     """The cheapest per-step cost of a cumulative timer over sampling intervals of >= ``min_steps`` steps.
 

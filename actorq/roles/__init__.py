@@ -87,6 +87,9 @@ def main(
     except ReplayUnreachableError as exc:
         log.error("%s", exc)
         return EXIT_UNREACHABLE
+    # main() is the entry point of a role's own process (`actorq role`, launchpad's node), so process-wide
+    # figures such as CPU time belong to this role alone (not so in the in-process launcher).
+    instance.own_process = True
     _FINISHED.append(instance)
     return _run_until_stopped(role, instance, stop)
 

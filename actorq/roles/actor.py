@@ -178,6 +178,10 @@ class ActorRole(RoleBase):
             "sigma": self.actor.sigma,
             "epsilon": self.actor.epsilon,
         }
+        if self.own_process:
+            # CPU seconds of this process (acting, pulls, Reverb's client threads); waits on the rate limiter
+            # use none, so steps per CPU second is the actor's unthrottled rate on a core of its own.
+            row["cpu_s"] = time.process_time()
         for name in BREAKDOWN_COMPONENTS:
             row[f"{name}_s"] = totals.get(name, 0.0)
         self.metrics.write(row)

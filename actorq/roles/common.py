@@ -85,6 +85,8 @@ class RoleBase:
     """A role: ``step()`` does one unit of work, ``run(stop)`` loops until ``stop`` is set."""
 
     name = "role"
+    own_process = False
+    """True when this role is alone in its process (set by :func:`actorq.roles.main`)."""
 
     def __init__(self, config: ExperimentConfig, run_dir: str | Path, index: int | None = None):
         self.config = config

@@ -30,6 +30,8 @@ def test_all_roles_in_process(tmp_path, algorithm):
     assert summary["evaluations"] >= 1 and summary["best_eval_return"] is not None
     assert set(summary["breakdown"]) == {"inference", "env", "pull", "decode", "apply", "adder"}
     assert summary["breakdown"]["inference"] > 0 and summary["breakdown"]["adder"] > 0
+    # Roles share the process here, so actors must not report its CPU time as their own.
+    assert "cpu_s" not in (tmp_path / "actor_0" / "metrics.csv").read_text().splitlines()[0].split(",")
     replay_rows = (tmp_path / "replay" / "metrics.csv").read_text().splitlines()
     assert len(replay_rows) >= 2  # transitions arrived in replay (inserts column)
     assert summary["threads_alive_after_stop"] == []

@@ -61,6 +61,10 @@ def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
     assert summary["min_broadcasts_received"] >= 1 and summary["evaluations"] >= 1
     for role in ("replay", "learner", "quantizer", "actor_0", "actor_1", "evaluator"):
         assert (tmp_path / role / "metrics.csv").exists(), role
+    # Each actor owns its process, so it reports that process's CPU time (the report's unthrottled actor rate).
+    for actor in ("actor_0", "actor_1"):
+        cpu = [row["cpu_s"] for row in read_metrics(tmp_path / actor / "metrics.csv")]
+        assert cpu[-1] > cpu[0] > 0, actor
     _no_children_left()
 
 

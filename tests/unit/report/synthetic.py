@@ -48,12 +48,14 @@ def make_run(
     cpu_per_s: float = 1.8,
     untrained_evals: int = 0,
     max_actor_steps: int | None = None,
+    actor_cpu_per_step: float | None = None,
 ) -> Path:
     """One finished run: ``len(returns)`` evaluations every 10 s, one actor at ``steps_per_s``.
 
     The actor's per-step cost is 1/steps_per_s: inference 40%, env 30%, adder 10% + ``adder_wait`` s/step of
     rate-limiter wait from the 3rd metrics row on (the first rows are unthrottled), pull/decode/apply the rest.
     The first ``untrained_evals`` evaluations are made at learner step 0 (before the learner's first update).
+    ``actor_cpu_per_step``: the actor also records its CPU seconds (``cpu_s``: 2 s of start-up + this per step).
     """
     path = root / f"{label or precision}-s{seed}"
     path.mkdir(parents=True)
@@ -98,6 +100,8 @@ def make_run(
                 "time": START + t,
             }
         )
+        if actor_cpu_per_step is not None:
+            rows[-1]["cpu_s"] = 2.0 + step * actor_cpu_per_step
     _write(path / "actor_0", rows)
     _write(
         path / "learner",

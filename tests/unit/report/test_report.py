@@ -261,3 +261,25 @@ def test_budget_projection_does_not_need_the_threshold(tmp_path):
     assert 1.8 < ratio < 2.0
     text = build_report([str(tmp_path)], tmp_path / "r").read_text()
     assert "time to train 20,000 actor steps" in text
+
+
+def test_actor_cpu_time_gives_the_unthrottled_rate_even_when_every_interval_waits(tmp_path):
+    # The actor waits 20 ms/step on the rate limiter in every interval but spends only 2 ms/step of CPU.
+    make_run(tmp_path, "fp32", 0, ramp_returns(10, 50), adder_wait=0.02, actor_cpu_per_step=0.002)
+    make_run(tmp_path, "int8", 0, ramp_returns(10, 50), adder_wait=0.02)
+    runs, _ = load_runs([tmp_path])
+    (table,) = build_tables(runs)
+    with_cpu, without = table.runs["fp32"][0], table.runs["int8"][0]
+    # Not every run has CPU time: all of them use the wall-time estimate, so the precisions compare alike.
+    assert with_cpu.actor_free_source == without.actor_free_source == "wall"
+    assert with_cpu.actor_free_rate == pytest.approx(with_cpu.actor_wall_rate)
+    text = build_report([str(tmp_path)], tmp_path / "r").read_text()
+    assert "(wall, lower bound)" in text
+
+    make_run(tmp_path / "cpu", "fp32", 0, ramp_returns(10, 50), adder_wait=0.02, actor_cpu_per_step=0.002)
+    make_run(tmp_path / "cpu", "int8", 0, ramp_returns(10, 50), adder_wait=0.02, actor_cpu_per_step=0.001)
+    (table,) = build_tables(load_runs([tmp_path / "cpu"])[0])
+    fp32, int8 = table.runs["fp32"][0], table.runs["int8"][0]
+    assert fp32.actor_free_source == int8.actor_free_source == "cpu"
+    assert fp32.actor_free_rate == pytest.approx(500.0) and int8.actor_free_rate == pytest.approx(1000.0)
+    assert fp32.actor_wall_rate == pytest.approx(100.0, rel=0.02)  # wall time per step, kept beside it

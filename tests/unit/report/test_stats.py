@@ -130,3 +130,12 @@ def test_untrained_return_is_the_mean_before_the_first_update():
     assert stats.untrained_return([0, 0], [float("nan"), 10.0]) == pytest.approx(10.0)
     with pytest.raises(ValueError, match="differ in length"):
         stats.untrained_return([0], [1.0, 2.0])
+
+
+def test_cpu_rate_skips_the_start_up_cpu_of_the_first_sample():
+    # 5 s of start-up CPU, then 2 ms of CPU per step.
+    steps = [100, 600, 1100]
+    cpu = [5.0 + 0.002 * s for s in steps]
+    assert stats.cpu_rate(steps, cpu) == pytest.approx(500.0)
+    assert stats.cpu_rate([100], [5.0]) is None
+    assert stats.cpu_rate([100, 200], [5.0, 5.0]) is None
