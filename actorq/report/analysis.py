@@ -166,6 +166,12 @@ def _learner_measurements(m: RunMetrics) -> None:
     inserts, samples = _last(m.run.replay, "inserts"), _last(m.run.replay, "samples")
     if inserts:
         m.achieved_spi = (samples or 0.0) / inserts
+    _diagnose(m)
+
+
+def _diagnose(m: RunMetrics) -> None:
+    """The run's regime from its actor and learner rates (again whenever the actor rate is replaced)."""
+    spi = float(m.run.cfg("replay", "samples_per_insert", 0.0))
     m.regime = stats.diagnose(m.actor_free_rate, m.learner_insert_rate, m.wait_share, spi)
 
 
@@ -258,6 +264,12 @@ class TaskTable:
         ]
         return max(values) if values else None
 
+    @property
+    def degenerate(self) -> bool:
+        """Whether the untrained policy already reaches the threshold (time to reward then measures start-up)."""
+        untrained = self.untrained()
+        return untrained is not None and self.threshold is not None and untrained >= self.threshold
+
     def speedup(self, label: str, base: str = "fp32") -> tuple[float | None, list[float]]:
         """(ratio of median times base/label, per-seed paired ratios)."""
         t_base = self.summary(base, "t_reach", censored=True).median
@@ -304,8 +316,7 @@ def _same_actor_rate_source(runs: list[RunMetrics]) -> None:
     for m in runs:
         if m.actor_free_source == "cpu":
             m.actor_free_rate, m.actor_free_source = m.actor_wall_rate, "wall"
-            spi = float(m.run.cfg("replay", "samples_per_insert", 0.0))
-            m.regime = stats.diagnose(m.actor_free_rate, m.learner_insert_rate, m.wait_share, spi)
+            _diagnose(m)
 
 
 COMPARED_AWAY = ("actor.precision", "quantizer.comm_bits", "seed", "paper")

@@ -98,7 +98,7 @@ def untrained_note(t: TaskTable) -> str:
     untrained = t.untrained()
     if untrained is None or t.threshold is None:
         return ""
-    if untrained < t.threshold:
+    if not t.degenerate:
         return (
             f"The untrained policy (evaluations before the learner's first update) scores up to {fmt(untrained)}, "
             f"below the threshold: reaching it takes learning."
@@ -127,14 +127,12 @@ def paper_comparison(t: TaskTable) -> str:
         out.append(f"Note: {row.note}.")
     if t.threshold is not None:
         out.append(f"Our reward threshold is {t.threshold:.1f} (paper: {row.reward:g}).")
-    untrained = t.untrained()
-    degenerate = untrained is not None and t.threshold is not None and untrained >= t.threshold
     for label in ("fp16", "int8"):
         ours, _ = t.speedup(label)
         theirs = row.speedup(label)
         if label not in t.runs or theirs is None:
             continue
-        if degenerate:
+        if t.degenerate:
             out.append(
                 f"{label}: {fmt(ours, 2, 'x')} here vs {theirs:g}x in the paper, but not comparable: our threshold "
                 "is degenerate (the untrained policy reaches it, see above), so neither precision had to learn "
