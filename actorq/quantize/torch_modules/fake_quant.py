@@ -1,20 +1,9 @@
-"""PyTorch glue for quantization: post-training quantization of every weight layer and fake-quant modules.
+"""Fake quantization with a straight-through estimator, for QAT and activation PTQ.
 
-This is the only module of ``actorq.quantize`` that imports torch. The numbers always come from the numpy
-maths in :mod:`actorq.quantize.affine` / :mod:`actorq.quantize.floats`, so a weight quantized here is
-bit-for-bit the weight the rest of ActorQ would produce for the same scheme.
-
-Two tools:
-
-* :func:`ptq_quantize_` rewrites the weights of **every** ``nn.Linear`` / ``nn.Conv{1,2,3}d`` of a module in
-  place (convolutions per output channel, linears per tensor or per output row) and returns one
-  :class:`LayerReport` per parameterised module, including the ones it could not quantize, so that no layer is
-  ever skipped silently (the original QuaRL code quantized nothing for DDPG and only the output layer of the
-  Atari A2C/PPO policies).
-* :class:`QuantLayer` wraps a Linear/Conv and fake-quantizes its weight (per forward, straight-through
-  estimator) and its input activation (asymmetric, with an EMA or min/max observed range). It keeps the very
-  same ``nn.Parameter`` objects, so an optimizer built before wrapping keeps training them: the QAT hooks can't
-  get lost the way they did in the original code.
+:class:`QuantLayer` wraps a Linear/Conv and fake-quantizes its weight (per forward, straight-through estimator)
+and its input activation (asymmetric, with an EMA or min/max observed range). It keeps the very same
+``nn.Parameter`` objects, so an optimizer built before wrapping keeps training them: the QAT hooks can't get lost
+the way they did in the original code.
 """
 
 from __future__ import annotations
@@ -22,203 +11,16 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from actorq.quantize import affine, floats
+from actorq.quantize import affine
+from actorq.quantize.torch_modules.scheme import QUANT_LAYER_TYPES, QuantScheme, quantize_array, to_numpy
 
 logger = logging.getLogger(__name__)
-
-QUANT_LAYER_TYPES: tuple[type[nn.Module], ...] = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
-FLOAT_PRECISIONS = ("fp32", "fp16", "bf16")
-
-
-@dataclass(frozen=True)
-class QuantScheme:
-    """How weights are quantized.
-
-    Attributes:
-        precision: ``"fp32"`` (no-op), ``"fp16"``, ``"bf16"`` or ``"int"`` (uniform affine, ``bits`` wide).
-        bits: Bit width for ``"int"`` (2..16); 32/16 for the float precisions.
-        symmetric: Symmetric restricted range (weights are roughly zero-centred, so this is the default).
-        per_channel_linear: One scale per output row of a Linear (else one per tensor).
-        per_channel_conv: One scale per output channel of a convolution.
-    """
-
-    precision: str = "int"
-    bits: int = 8
-    symmetric: bool = True
-    per_channel_linear: bool = False
-    per_channel_conv: bool = True
-
-    @classmethod
-    def parse(cls, spec: str | int, **kwargs: bool) -> QuantScheme:
-        """Build a scheme from ``"fp32"``, ``"fp16"``, ``"bf16"``, ``"8"`` or ``"int8"``."""
-        s = str(spec).strip().lower()
-        if s in FLOAT_PRECISIONS:
-            return cls(precision=s, bits=32 if s == "fp32" else 16, **kwargs)
-        s = s.removeprefix("int")
-        if not s.isdigit():
-            raise ValueError(f"unknown precision {spec!r}: use fp32, fp16, bf16 or an integer bit width")
-        bits = int(s)
-        if not affine.MIN_BITS <= bits <= affine.MAX_BITS:
-            raise ValueError(f"bit width must be in [{affine.MIN_BITS}, {affine.MAX_BITS}], got {bits}")
-        return cls(precision="int", bits=bits, **kwargs)
-
-    @property
-    def label(self) -> str:
-        """Short name used in tables: ``fp32``, ``fp16``, ``bf16`` or ``int8`` etc."""
-        return self.precision if self.precision != "int" else f"int{self.bits}"
-
-    def axis_for(self, layer: nn.Module) -> int | None:
-        """Per-channel axis for ``layer``'s weight (0 = output channels) or None for per tensor."""
-        if isinstance(layer, nn.Linear):
-            return 0 if self.per_channel_linear else None
-        return 0 if self.per_channel_conv else None
-
-    def describe(self, layer: nn.Module) -> str:
-        """Human-readable scheme of one layer, e.g. ``int4 symmetric per-channel(axis 0)``."""
-        if self.precision != "int":
-            return self.precision
-        axis = self.axis_for(layer)
-        gran = "per-tensor" if axis is None else f"per-channel(axis {axis})"
-        return f"{self.label} {'symmetric' if self.symmetric else 'asymmetric'} {gran}"
-
-
-def quantize_array(w: np.ndarray, scheme: QuantScheme, axis: int | None = None) -> np.ndarray:
-    """Weights after quantization and dequantization under ``scheme`` (float32, same shape).
-
-    Per-channel quantization flattens every axis but ``axis`` first, so a conv kernel
-    ``(out, in, kh, kw)`` gets exactly one scale per output channel.
-    """
-    w = np.asarray(w, np.float32)
-    if scheme.precision == "fp32":
-        return w.copy()
-    if scheme.precision == "fp16":
-        return floats.to_fp16(w).astype(np.float32)
-    if scheme.precision == "bf16":
-        return np.asarray(floats.round_bf16(w), np.float32)
-    if axis is None:
-        return affine.fake_quantize(w, scheme.bits, symmetric=scheme.symmetric, axis=None)
-    moved = np.moveaxis(w, axis, 0)
-    flat = moved.reshape(moved.shape[0], -1)
-    out = affine.fake_quantize(flat, scheme.bits, symmetric=scheme.symmetric, axis=0)
-    return np.moveaxis(out.reshape(moved.shape), 0, axis)
-
-
-def weight_qparams(w: np.ndarray, scheme: QuantScheme, axis: int | None) -> affine.QParams:
-    """The affine parameters :func:`quantize_array` uses for ``w`` (``scheme`` must be ``int``)."""
-    if scheme.precision != "int":
-        raise ValueError("float precisions have no affine parameters")
-    w = np.asarray(w, np.float32)
-    if axis is None:
-        return affine.compute_qparams(w, scheme.bits, symmetric=scheme.symmetric)
-    flat = np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
-    return affine.compute_qparams(flat, scheme.bits, symmetric=scheme.symmetric, axis=0)
-
-
-@dataclass
-class LayerReport:
-    """What PTQ did to one parameterised module (or a loose parameter)."""
-
-    name: str
-    kind: str
-    shape: tuple[int, ...]
-    n_params: int
-    quantized: bool
-    scheme: str
-    weight_mse: float = 0.0
-    changed_fraction: float = 0.0
-    max_abs_change: float = 0.0
-    bias: str = "none"
-    note: str = ""
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["shape"] = list(self.shape)
-        return d
-
-
-def _t2np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to("cpu", torch.float32).numpy()
-
-
-@torch.no_grad()
-def ptq_quantize_(module: nn.Module, scheme: QuantScheme, prefix: str = "") -> list[LayerReport]:
-    """Quantize the weights of every Linear/Conv layer of ``module`` in place.
-
-    Biases stay fp32 for integer schemes (int8 kernels accumulate them in int32 at scale s_w * s_x, which
-    fp32 represents faithfully); for fp16/bf16 the whole layer, bias included, is cast. Any other module that
-    owns parameters (norm layers, ...) and any loose parameter (e.g. PPO's ``log_std``) is reported as not
-    quantized with the reason, and logged as a warning.
-
-    Args:
-        module: Any torch module (an SB3 policy, a Q-network, an actor).
-        scheme: The quantization scheme.
-        prefix: Name prefix for the reports.
-
-    Returns:
-        One report per Linear/Conv layer, then one per other parameter owner.
-    """
-    reports: list[LayerReport] = []
-    for name, sub in module.named_modules():
-        full = f"{prefix}{name}" if name else prefix.rstrip(".") or type(module).__name__
-        own = dict(sub.named_parameters(recurse=False))
-        if isinstance(sub, QuantLayer):
-            continue  # its inner layer is visited as ``<name>.layer``
-        if isinstance(sub, QUANT_LAYER_TYPES):
-            w = _t2np(sub.weight)
-            wq = quantize_array(w, scheme, scheme.axis_for(sub))
-            diff = wq - w
-            if sub.bias is not None:
-                if scheme.precision in ("fp16", "bf16"):
-                    b = quantize_array(_t2np(sub.bias), scheme)
-                    sub.bias.copy_(torch.from_numpy(b).to(sub.bias))
-                    bias = scheme.precision
-                else:
-                    bias = "fp32 (kept)"
-            else:
-                bias = "none"
-            sub.weight.copy_(torch.from_numpy(wq).to(sub.weight))
-            reports.append(
-                LayerReport(
-                    name=full,
-                    kind=type(sub).__name__,
-                    shape=tuple(w.shape),
-                    n_params=int(w.size),
-                    quantized=scheme.precision != "fp32",
-                    scheme=scheme.describe(sub),
-                    weight_mse=float(np.mean(diff.astype(np.float64) ** 2)) if w.size else 0.0,
-                    changed_fraction=float(np.mean(diff != 0)) if w.size else 0.0,
-                    max_abs_change=float(np.max(np.abs(diff))) if w.size else 0.0,
-                    bias=bias,
-                )
-            )
-        elif own:
-            for pname, p in own.items():
-                msg = f"{type(sub).__name__} parameter is not a Linear/Conv weight; left in fp32"
-                logger.warning("PTQ: %s.%s not quantized: %s", full, pname, msg)
-                reports.append(
-                    LayerReport(
-                        name=f"{full}.{pname}" if full else pname,
-                        kind=type(sub).__name__,
-                        shape=tuple(p.shape),
-                        n_params=int(p.numel()),
-                        quantized=False,
-                        scheme="fp32",
-                        note=msg,
-                    )
-                )
-    return reports
-
-
-# --------------------------------------------------------------------------------------------------------
-# Fake quantization with a straight-through estimator (QAT, activation PTQ)
-# --------------------------------------------------------------------------------------------------------
 
 
 def _affine_fq_torch(x: torch.Tensor, qp: affine.QParams) -> torch.Tensor:
@@ -260,7 +62,7 @@ def fake_quant_weight_torch(w: torch.Tensor, scheme: QuantScheme, axis: int | No
     if scheme.precision == "fp32":
         return w.clone()
     if scheme.precision in ("fp16", "bf16"):
-        return torch.from_numpy(quantize_array(_t2np(w), scheme)).to(w.device, w.dtype)
+        return torch.from_numpy(quantize_array(to_numpy(w), scheme)).to(w.device, w.dtype)
     if axis is None:
         mm = torch.stack([w.min(), w.max()]).float().cpu().numpy()
         qp = affine.compute_qparams(mm, scheme.bits, symmetric=scheme.symmetric)

@@ -1,0 +1,53 @@
+"""PyTorch glue for quantization: post-training quantization of every weight layer and fake-quant modules.
+
+This is the only package of ``actorq.quantize`` that imports torch. The numbers always come from the numpy
+maths in :mod:`actorq.quantize.affine` / :mod:`actorq.quantize.floats`, so a weight quantized here is
+bit-for-bit the weight the rest of ActorQ would produce for the same scheme.
+
+* :mod:`.scheme`: :class:`QuantScheme` (precision, bits, granularity) and :func:`quantize_array`.
+* :mod:`.ptq`: :func:`ptq_quantize_`, post-training quantization of every Linear/Conv, one
+  :class:`LayerReport` per parameterised module.
+* :mod:`.fake_quant`: :class:`QuantLayer` and its helpers, fake quantization with a straight-through
+  estimator for QAT and activation PTQ.
+"""
+
+from actorq.quantize.torch_modules.fake_quant import (
+    QuantLayer,
+    activation_ranges,
+    fake_quant_activation,
+    fake_quant_weight_torch,
+    quant_layers,
+    set_calibrating,
+    set_quant_enabled,
+    unwrap_quant_layers,
+    wrap_quant_layers,
+)
+from actorq.quantize.torch_modules.ptq import LayerReport, ptq_quantize_
+from actorq.quantize.torch_modules.scheme import (
+    FLOAT_PRECISIONS,
+    QUANT_LAYER_TYPES,
+    QuantScheme,
+    quantize_array,
+    to_numpy,
+    weight_qparams,
+)
+
+__all__ = [
+    "FLOAT_PRECISIONS",
+    "QUANT_LAYER_TYPES",
+    "LayerReport",
+    "QuantLayer",
+    "QuantScheme",
+    "activation_ranges",
+    "fake_quant_activation",
+    "fake_quant_weight_torch",
+    "ptq_quantize_",
+    "quant_layers",
+    "quantize_array",
+    "set_calibrating",
+    "set_quant_enabled",
+    "to_numpy",
+    "unwrap_quant_layers",
+    "weight_qparams",
+    "wrap_quant_layers",
+]
