@@ -16,6 +16,7 @@ from typing import Any
 
 from actorq.report import markdown as md
 from actorq.report import paper, render, stats
+from actorq.report import projection_md as pmd
 from actorq.report.analysis import PROJECTION_K, TaskTable, build_tables
 from actorq.report.runs import load_runs
 
@@ -53,7 +54,7 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     s.append(
         "Pull time counts every pull (also those that found no newer version), divided by broadcasts received.\n"
     )
-    s += ["### Regime diagnosis\n", md.regime_table(t), ""]
+    s += ["### Regime diagnosis\n", pmd.regime_table(t), ""]
     s.append(
         f"A run is **learner-bound** when its actors could insert >= {stats.LEARNER_BOUND_RATIO}x what the "
         f"learner's sampling allows or spend >= {stats.LEARNER_BOUND_WAIT_SHARE:.0%} of their time waiting on "
@@ -61,13 +62,13 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
         "shorten the time to reward: they wait.\n"
     )
     s += ["### Projection: time to reward with a k-times faster learner (model, not measured)\n"]
-    s += [md.projection_table(t), "", md.PROJECTION_MODEL, ""]
-    budget = md.budget_steps(t)
+    s += [pmd.projection_table(t), "", pmd.PROJECTION_MODEL, ""]
+    budget = pmd.budget_steps(t)
     if budget:
         s += [
             f"### Projection: time to train {budget:,.0f} actor steps with a k-times faster learner (model)\n"
         ]
-        s += [md.projection_table(t, budget=True), "", md.BUDGET_PROJECTION, ""]
+        s += [pmd.projection_table(t, budget=True), "", pmd.BUDGET_PROJECTION, ""]
     energy_tab, energy_text = md.energy_table(t)
     s += ["### Energy and CO2\n", energy_tab, "", energy_text, ""]
     s.append(_img(render.energy(t, out), out, "energy"))
