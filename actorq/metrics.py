@@ -13,8 +13,10 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -118,3 +120,25 @@ def read_metrics(path: str | Path) -> list[dict[str, float | str]]:
                     row[key] = value
             rows.append(row)
     return rows
+
+
+def evaluation_row(
+    learner_step: int, elapsed: float, actor_steps: int, returns: Sequence[float], eval_seconds: float
+) -> dict[str, float]:
+    """One row of ``evaluator/metrics.csv``, the columns ``actorq report`` reads from every kind of run.
+
+    Args:
+        learner_step: Learner step of the evaluated weights.
+        elapsed: Seconds since the run started.
+        actor_steps: Total actor steps (replay inserts) when the evaluation began.
+        returns: The undiscounted return of each evaluation episode.
+        eval_seconds: Seconds the evaluation episodes took.
+    """
+    return {
+        "step": learner_step,
+        "elapsed": elapsed,
+        "actor_steps": actor_steps,
+        "eval_return": float(np.mean(returns)),
+        "eval_return_std": float(np.std(returns)),
+        "eval_seconds": eval_seconds,
+    }

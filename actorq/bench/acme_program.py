@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from actorq.config import ExperimentConfig, save_config
-from actorq.metrics import MetricsWriter, read_metrics
+from actorq.metrics import MetricsWriter, evaluation_row, read_metrics
 
 LABEL = "acme-fp32"
 
@@ -95,14 +95,7 @@ class PeriodicEvaluator:
         started = time.time()
         returns = [self._episode() for _ in range(self._config.evaluator.episodes)]
         self._evals.write(
-            {
-                "step": learner_steps,
-                "elapsed": time.time() - self._t0,
-                "actor_steps": actor_steps,
-                "eval_return": float(np.mean(returns)),
-                "eval_return_std": float(np.std(returns)),
-                "eval_seconds": time.time() - started,
-            }
+            evaluation_row(learner_steps, time.time() - self._t0, actor_steps, returns, time.time() - started)
         )
 
     def run(self) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from actorq.config import ExperimentConfig
 from actorq.envs import make_environment
+from actorq.metrics import evaluation_row
 from actorq.networks.mapping import tf_to_torch_state
 from actorq.quantize.codec import WeightMessageError, decode_message, read_header
 from actorq.replay import (
@@ -79,14 +80,9 @@ class EvaluatorRole(RoleBase):
             greedy_episode(self._env, self._fp32, self._discrete)
             for _ in range(self.config.evaluator.episodes)
         ]
-        row = {
-            "step": learner_step,
-            "elapsed": time.time() - self.started,
-            "actor_steps": inserts,
-            "eval_return": float(np.mean(returns)),
-            "eval_return_std": float(np.std(returns)),
-            "eval_seconds": time.monotonic() - started,
-        }
+        row = evaluation_row(
+            learner_step, time.time() - self.started, inserts, returns, time.monotonic() - started
+        )
         if self._quantized is not None:
             row.update(self._evaluate_quantized())
         self.best_return = (
