@@ -138,7 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "overrides", nargs="*", help="section.key=value overrides, e.g. learner.batch_size=128"
     )
-    train.add_argument("--precision", choices=PRECISIONS)
+    train.add_argument(
+        "--precision",
+        choices=(*PRECISIONS, "auto"),
+        help="actor inference precision (auto: the fastest that verifies against fp32 on this machine)",
+    )
     train.add_argument("--comm-bits", type=int, choices=COMM_BITS)
     train.add_argument("--actors", type=int)
     train.add_argument("--launcher", choices=LAUNCHERS)

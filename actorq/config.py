@@ -25,7 +25,15 @@ from typing import Any
 import yaml
 
 PRECISIONS = ("fp32", "fp16", "int8")
-"""Actor inference precisions."""
+"""Actor inference precisions (``actor.precision`` also takes ``auto``: the fastest that verifies, see KERNELS)."""
+
+KERNELS = {
+    "fp32": ("torch", "ort"),
+    "fp16": ("fbgemm", "half"),
+    "int8": ("ort-u8", "ort-s8", "fbgemm", "x86", "onednn", "qnnpack", "intmm"),
+}
+"""Actor inference kernels per precision (``actorq.actors.kernels`` implements them). ``actor.kernel: auto``
+verifies each against fp32 on the machine that runs the actor and uses the fastest that passes."""
 
 COMM_BITS = (32, 16, 8, 4, 2)
 """Bit widths for weights on the wire (32 = fp32, 16 = fp16, <= 8 = packed affine codes)."""
@@ -34,8 +42,9 @@ ALGORITHMS = ("d4pg", "dqn")
 SUITES = ("dmc", "gym")
 LAUNCHERS = ("launchpad", "local", "inprocess")
 
-AUTO_COMM_BITS = {"fp32": 32, "fp16": 16, "int8": 8}
-"""Communication bits used when ``quantizer.comm_bits`` is left unset: the actor precision's natural width."""
+AUTO_COMM_BITS = {"fp32": 32, "fp16": 16, "int8": 8, "auto": 32}
+"""Communication bits used when ``quantizer.comm_bits`` is left unset: the actor precision's natural width
+(``auto`` actors may pick fp32, so they get fp32 weights unless comm_bits says otherwise)."""
 
 
 class ConfigError(ValueError):
@@ -131,7 +140,8 @@ class QuantizerConfig:
 @dataclass(frozen=True)
 class ActorConfig:
     precision: str = "int8"
-    """Actor inference precision: fp32, fp16 or int8 (torch dynamic quantization, fbgemm/x86)."""
+    """Actor inference precision: fp32, fp16, int8, or auto (the fastest precision whose kernel verifies
+    against fp32 on the actor's machine; fp32 unless another is >= 3% faster)."""
     num_actors: int = 2
     """Number of actor processes."""
     update_period: int = 1000
@@ -146,8 +156,10 @@ class ActorConfig:
     """DQN: largest per-actor epsilon."""
     threads: int = 1
     """Intra-op threads for torch inference per actor."""
-    kernel: str = ""
-    """Inference kernel; empty picks the precision's default (int8: intmm | fbgemm; fp16: fbgemm | half)."""
+    kernel: str = "auto"
+    """Inference kernel (see ``KERNELS``): auto verifies every kernel of the precision against fp32 on the
+    actor's machine, times the verified ones and uses the fastest; a named one must verify or the actor stops
+    with an error. Empty means auto."""
 
 
 @dataclass(frozen=True)
@@ -315,7 +327,15 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
 
     choice("algorithm", config.algorithm, ALGORITHMS)
     choice("env.suite", config.env.suite, SUITES)
-    choice("actor.precision", config.actor.precision, PRECISIONS)
+    choice("actor.precision", config.actor.precision, (*PRECISIONS, "auto"))
+    if config.actor.precision == "auto":
+        choice("actor.kernel", config.actor.kernel or "auto", ("auto",))
+    else:
+        choice(
+            f"actor.kernel (precision {config.actor.precision})",
+            config.actor.kernel or "auto",
+            ("auto", *KERNELS[config.actor.precision]),
+        )
     choice("launcher", config.launcher, LAUNCHERS)
     if config.quantizer.comm_bits != 0:
         choice("quantizer.comm_bits", config.quantizer.comm_bits, COMM_BITS)

@@ -45,6 +45,34 @@ class RunMonitor:
             if p.is_dir()
         }
 
+    def kernel_records(self) -> dict[str, dict]:
+        """Each actor's ``kernel.json`` (its verified kernel choice and the machine), by actor directory."""
+        records = {}
+        for p in sorted(self.run_dir.glob("actor_*/kernel.json")):
+            try:
+                records[p.parent.name] = json.loads(p.read_text())
+            except (OSError, ValueError):
+                continue
+        return records
+
+    def kernel_summary(self) -> dict:
+        """summary.json's kernel fields: what the actors run, its measured error and time, what was rejected."""
+        records = self.kernel_records()
+        if not records:
+            return {}
+        first = next(iter(records.values()))
+        out = {
+            "kernel": first.get("kernel"),
+            "kernel_error": first.get("error"),
+            "kernel_us": first.get("time_us"),
+            "rejected_kernels": {r["kernel"]: r.get("error") for r in first.get("rejected", [])},
+            "hardware": first.get("hardware"),
+        }
+        chosen = {name: r.get("kernel") for name, r in records.items()}
+        if len(set(chosen.values())) > 1:
+            out["kernel_per_actor"] = chosen
+        return out
+
     def actor_steps(self) -> int:
         return int(sum(_last(rows, "step", 0) or 0 for rows in self.actor_rows().values()))
 
@@ -144,6 +172,7 @@ class RunMonitor:
             "rejected_messages": int(sum(_last(r, "rejected_messages", 0) or 0 for r in actors.values())),
             "message_bytes": int(_last(quantizer, "message_bytes", 0) or 0),
             "breakdown": breakdown,
+            **self.kernel_summary(),
             "restarts": dict(self.restarts),
             "exit": exit_reason,
         }

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Kernel choices made by the tests (and by the role processes they start) go to a cache of this session's own, so
+# a test never reuses, nor leaves behind, a choice in the user's ~/.cache/actorq.
+os.environ.setdefault(
+    "ACTORQ_KERNEL_CACHE", os.path.join(tempfile.mkdtemp(prefix="actorq-test-kernels-"), "kernels.json")
+)
 
 
 def tiny_config(algorithm: str = "dqn", **changes):

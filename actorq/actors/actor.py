@@ -92,12 +92,19 @@ class QuantizedActor:
         self.weights = WeightState()
         self._expected = policy.expected_shapes()
         self._steps_since_pull = 0
-        self._async = config.actor.async_update
+        # Kernels whose update is dear (prepacking, a new ONNX Runtime session) prepare on the updater thread, so
+        # the acting thread only swaps references.
+        self._async = config.actor.async_update or policy.prepare_off_thread
         self._pending = None  # prepared weights from the async updater: (prepared, header)
         self._pending_lock = threading.Lock()
         self._updater: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
+
+    @property
+    def policy(self) -> QuantizedPolicy:
+        """The policy (its kernel choice is ``policy.selection``)."""
+        return self._policy
 
     # -- acting ------------------------------------------------------------------------------------------------
     def select_action(self, observation: np.ndarray) -> np.ndarray:
@@ -125,10 +132,10 @@ class QuantizedActor:
 
     # -- weights -----------------------------------------------------------------------------------------------
     def update(self, wait: bool = False) -> None:
-        """Pull new weights every ``update_period`` env steps (or now when ``wait``)."""
-        if self._async:
+        """Pull new weights every ``update_period`` env steps; ``wait``: pull and apply now, on this thread."""
+        if self._async and not wait:
             self._install_pending()
-            if wait or self._steps_since_pull >= self._config.actor.update_period:
+            if self._steps_since_pull >= self._config.actor.update_period:
                 self._steps_since_pull = 0
                 self._ensure_updater()
                 self._wake.set()

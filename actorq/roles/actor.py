@@ -8,6 +8,7 @@ weights in place; ``weights_age_s`` in the metrics says how stale they are.
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
@@ -20,6 +21,7 @@ from actorq.actors.actor import QuantizedActor
 from actorq.actors.policy import QuantizedPolicy
 from actorq.config import ExperimentConfig
 from actorq.envs import environment_spec, make_environment
+from actorq.hardware import hardware_record
 from actorq.metrics import read_metrics
 from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, connect
 from actorq.replay.experience import make_adder
@@ -30,8 +32,13 @@ log = logging.getLogger(__name__)
 
 
 def build_policy(config: ExperimentConfig, precision: str | None = None) -> QuantizedPolicy:
-    """The torch policy for this experiment's task and network at ``precision`` (default: the actor's)."""
+    """The torch policy for this experiment's task and network at ``precision`` (default: the actor's).
+
+    The kernel is verified and timed on this machine (``actor.kernel``, default auto; see
+    :mod:`actorq.actors.kernels`); a different ``precision`` than the actor's always uses auto.
+    """
     spec = environment_spec(config.env)
+    own = precision is None or precision == config.actor.precision
     return QuantizedPolicy(
         algorithm=config.algorithm,
         obs_dim=spec.obs_dim,
@@ -41,10 +48,20 @@ def build_policy(config: ExperimentConfig, precision: str | None = None) -> Quan
         action_low=spec.action_low,
         action_high=spec.action_high,
         threads=config.actor.threads,
-        kernel=(config.actor.kernel or None)
-        if (precision or config.actor.precision) == config.actor.precision
-        else None,
+        kernel=(config.actor.kernel or "auto") if own else "auto",
     )
+
+
+def write_kernel_record(directory: Path, policy: QuantizedPolicy) -> None:
+    """``kernel.json`` in a role's directory: the kernel choice, its error and time, rejections, and the CPU."""
+    bytes_per_weight = {"fp32": 4, "fp16": 2, "int8": 1}[policy.precision]
+    record = {
+        **policy.selection.to_json(),
+        "hardware": hardware_record(weight_bytes=policy.spec.weight_count() * bytes_per_weight),
+    }
+    tmp = directory / "kernel.json.tmp"
+    tmp.write_text(json.dumps(record, indent=1))
+    tmp.replace(directory / "kernel.json")
 
 
 class ActorRole(RoleBase):
@@ -91,13 +108,16 @@ class ActorRole(RoleBase):
         self.reconnects = 0
         self._failed_writes = 0  # consecutive: reset by every successful write
         self._retired: queue.SimpleQueue | None = None
+        policy = self.actor.policy
         log.info(
-            "actor %d: precision=%s sigma=%.3f epsilon=%.3f",
+            "actor %d: precision=%s %s; sigma=%.3f epsilon=%.3f",
             actor_id,
             config.actor.precision,
+            policy.selection.describe(),
             self.actor.sigma,
             self.actor.epsilon,
         )
+        write_kernel_record(self.dir, policy)
 
     def step(self) -> None:
         if self._timestep is None or self._timestep.last():
@@ -192,7 +212,13 @@ class ActorRole(RoleBase):
             log.warning("actor %d: no weights arrived before stop", self.actor_id)
             self.close()
             return
-        log.info("actor %d: weights v%d applied; acting", self.actor_id, self.actor.weights.version)
+        log.info(
+            "actor %d: weights v%d applied; acting with %s",
+            self.actor_id,
+            self.actor.weights.version,
+            self.actor.policy.selection.describe(),
+        )
+        write_kernel_record(self.dir, self.actor.policy)  # now with the first-message check
         try:
             super().run(stop)
         finally:

@@ -1,6 +1,6 @@
 """The layering rules of DEVELOPERS.md, enforced on the source: imports flow one way.
 
-types/config/core/metrics -> quantize, envs -> networks, replay -> learners, actors -> roles, report, studies ->
+types/config/core/metrics/hardware -> quantize, envs -> networks, replay -> learners, actors -> roles, report, studies ->
 bench -> cli (and launch/). Only actorq/replay imports reverb; actors and quantize never import tensorflow; learners never
 import torch; quantize imports torch only in its torch_modules package; nothing imports studies except the CLI.
 """
@@ -20,6 +20,7 @@ LEVELS = {
     "config": 0,
     "core": 0,
     "metrics": 0,
+    "hardware": 0,
     "quantize": 1,
     "envs": 1,
     "networks": 2,

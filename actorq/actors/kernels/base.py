@@ -1,0 +1,185 @@
+"""The interface every actor inference kernel implements, and the message-to-tensor helpers they share.
+
+A kernel is one way of computing the policy network (:mod:`actorq.networks.torch_nets`) at one precision:
+``prepare`` turns a weight message's tensors into whatever the kernel runs on (copies, casts, quantization,
+prepacking, a new inference session) without touching the live weights, ``install`` swaps that in (a reference
+swap), ``forward`` maps ``[B, obs_dim]`` float32 observations to ``[B, out_dim]`` float32 outputs. Kernels are not
+trusted: :mod:`actorq.actors.kernels.verify` checks each one against the fp32 reference on the machine that runs
+it before an actor may use it.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from actorq.networks.torch_nets import D4PGPolicy, QNetwork, linear_prefixes, quantize_rows
+from actorq.quantize.message import EncodedTensor
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """The policy network a kernel computes.
+
+    Attributes:
+        algorithm: ``"d4pg"`` (deterministic action in bounds) or ``"dqn"`` (Q-values).
+        obs_dim: Flat observation size.
+        out_dim: Action dimensions (D4PG) or number of actions (DQN).
+        layers: Hidden widths.
+        action_low: D4PG lower bounds ``[out_dim]`` (ignored for DQN).
+        action_high: D4PG upper bounds ``[out_dim]``.
+        threads: Intra-op threads the kernel may use.
+    """
+
+    algorithm: str
+    obs_dim: int
+    out_dim: int
+    layers: tuple[int, ...]
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
+    threads: int = 1
+
+    @classmethod
+    def build(
+        cls,
+        algorithm: str,
+        obs_dim: int,
+        out_dim: int,
+        layers: tuple[int, ...],
+        action_low: float | np.ndarray | None = None,
+        action_high: float | np.ndarray | None = None,
+        threads: int = 1,
+    ) -> PolicySpec:
+        """A spec with the bounds broadcast to ``[out_dim]`` (default [-1, 1]) and validated."""
+        if algorithm not in ("d4pg", "dqn"):
+            raise ValueError(f"algorithm {algorithm!r} is not one of ('d4pg', 'dqn')")
+        low = np.broadcast_to(np.asarray(-1.0 if action_low is None else action_low, np.float64), (out_dim,))
+        high = np.broadcast_to(
+            np.asarray(1.0 if action_high is None else action_high, np.float64), (out_dim,)
+        )
+        return cls(
+            algorithm,
+            int(obs_dim),
+            int(out_dim),
+            tuple(int(w) for w in layers),
+            tuple(float(v) for v in low),
+            tuple(float(v) for v in high),
+            int(threads),
+        )
+
+    def float_model(self) -> nn.Module:
+        """The fp32 torch network (eval mode, no gradients)."""
+        if self.algorithm == "d4pg":
+            model: nn.Module = D4PGPolicy(
+                self.obs_dim,
+                self.out_dim,
+                self.layers,
+                np.asarray(self.action_low),
+                np.asarray(self.action_high),
+            )
+        else:
+            model = QNetwork(self.obs_dim, self.out_dim, self.layers)
+        return model.eval().requires_grad_(False)
+
+    @property
+    def action_range(self) -> np.ndarray:
+        """``high - low`` per action dimension (D4PG errors are measured relative to it)."""
+        return np.asarray(self.action_high, np.float64) - np.asarray(self.action_low, np.float64)
+
+    def weight_count(self) -> int:
+        """Number of Linear weights (what a batch-1 forward has to read)."""
+        widths = [self.obs_dim, *self.layers, self.out_dim]
+        return sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=False))
+
+
+class Kernel(abc.ABC):
+    """One way of computing a :class:`PolicySpec`'s network. Subclasses set the class attributes.
+
+    Args:
+        spec: The network.
+    """
+
+    name: ClassVar[str]
+    """``precision/kernel``, e.g. ``int8/fbgemm``."""
+    prepare_off_thread: ClassVar[bool] = False
+    """True when ``prepare`` is dear (prepacking, a new session): actors then prepare on their updater thread."""
+
+    def __init__(self, spec: PolicySpec):
+        self.spec = spec
+
+    @property
+    def precision(self) -> str:
+        return self.name.split("/", 1)[0]
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why this machine or installation can't build this kernel (None when it can)."""
+        return None
+
+    @abc.abstractmethod
+    def prepare(self, tensors: Mapping[str, EncodedTensor]) -> Any:
+        """Everything ``install`` needs, built from a validated message's tensors; never touches live weights."""
+
+    @abc.abstractmethod
+    def install(self, payload: Any) -> None:
+        """Swap a prepared payload in (cheap; the caller holds the policy's lock)."""
+
+    @abc.abstractmethod
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """``[B, obs_dim]`` C-contiguous float32 -> ``[B, out_dim]`` float32."""
+
+    @property
+    def module(self) -> nn.Module | None:
+        """The torch module when the kernel is a torch model (tests and diagnostics), else None."""
+        return None
+
+
+def float32(t: EncodedTensor) -> np.ndarray:
+    """A float32 array owned by no one else: f32 data are views into the message buffer, so they are copied."""
+    if t.encoding == "f32":
+        return np.array(t.data, dtype=np.float32, order="C", copy=True)
+    return np.ascontiguousarray(t.to_float32(), dtype=np.float32)  # fresh: cast or dequantized
+
+
+def float16(t: EncodedTensor) -> np.ndarray:
+    """The tensor's values as float16 (f16 messages as they travelled)."""
+    if t.encoding == "f16":
+        return np.array(t.data, dtype=np.float16, order="C", copy=True)
+    return t.to_float32().astype(np.float16, order="C")
+
+
+def int8_codes(t: EncodedTensor) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row int8 codes ``[out, in]`` in [-127, 127] and float32 scales ``[out]`` for a weight tensor.
+
+    Symmetric codes of <= 8 bits along axis 0 (or per tensor) are exactly representable as int8 codes with their
+    own scales, so they are used as they are: no dequantize/requantize round trip, no added error. Anything
+    else (f32/f16 messages) is quantized per row here (``w ~= scale[:, None] * codes``).
+    """
+    out_features = t.shape[0]
+    if t.encoding == "q" and t.bits <= 8 and t.axis in (0, None) and t.scale is not None:
+        zero = t.zero_point
+        if zero is None or not np.any(zero):
+            codes = np.ascontiguousarray(t.data.astype(np.int8, copy=True))
+            scale = np.broadcast_to(np.asarray(t.scale, np.float32).reshape(-1), (out_features,)).copy()
+            return codes, scale
+    codes_t, scale_t = quantize_rows(torch.from_numpy(float32(t)))
+    return codes_t.numpy(), scale_t.numpy()
+
+
+def prefixes(spec: PolicySpec) -> list[str]:
+    """The Linear layers' names in network order (``torso.0`` ... ``head``)."""
+    return [f"torso.{i}" for i in range(len(spec.layers))] + ["head"]
+
+
+def check_prefixes(spec: PolicySpec, model: nn.Module) -> list[str]:
+    """:func:`prefixes`, asserted equal to the torch model's own Linear names (one source of layer names)."""
+    names = linear_prefixes(model)
+    if names != prefixes(spec):
+        raise AssertionError(f"layer names {names} differ from {prefixes(spec)}")
+    return names

@@ -1,0 +1,148 @@
+"""Check a kernel against the fp32 reference on the machine that runs it, before an actor may act with it.
+
+The probe is a weight message shaped like the real one (the policy's own layer sizes) whose weights are
+**full-range int8 codes** (uniform in [-127, 127], per-row scales ``sqrt(3 / fan_in) / 127``, so each layer keeps
+unit activation variance) and observations ~ N(0, 1), evaluated at the actor's batch size. Full-range codes are
+what exposes int16 saturation in int8 GEMMs on CPUs without VNNI; a learner's real weights may only do so later,
+which is why the same check runs again on the first real weight message
+(:meth:`actorq.actors.policy.QuantizedPolicy.prepare`).
+
+Bounds (what a correct kernel of each precision stays within; a wrong one, e.g. a saturating int8 GEMM, is far
+outside them):
+
+* D4PG: ``max |a - a_fp32| / (high - low)`` over probes and action dimensions <= 3% (int8), 0.3% (fp16),
+  1e-4 (fp32 kernels: reassociation only).
+* DQN, int8: greedy actions agree on >= 99% of the decisive probes (those whose fp32 best and second-best
+  Q-values differ by more than 6% of max |Q|: a near-tie may flip under any 8-bit rounding and says nothing about
+  the kernel), and ``max |Q - Q_fp32| / max |Q_fp32|`` <= 10% (so a wrong kernel can't pass on few decisive probes).
+  fp16: relative Q error <= 0.3%; fp32 kernels: 1e-4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from actorq.actors.kernels.base import Kernel, PolicySpec, prefixes
+from actorq.actors.kernels.torch_kernels import Fp32Torch
+from actorq.quantize.message import EncodedTensor
+
+D4PG_BOUNDS = {"fp32": 1e-4, "fp16": 3e-3, "int8": 0.03}
+"""Max error / action range per precision."""
+DQN_BOUNDS = {"fp32": 1e-4, "fp16": 3e-3, "int8": 0.10}
+"""Max |Q error| / max |Q| per precision."""
+DQN_MIN_AGREEMENT = 0.99
+"""int8 DQN: fraction of decisive probes whose greedy action must agree with fp32."""
+DQN_DECISIVE_GAP = 0.06
+"""A probe is decisive when its fp32 top-2 Q gap exceeds this fraction of max |Q| (2x the int8 error scale)."""
+PROBES = 128
+"""Probe observations per check."""
+
+
+class KernelVerificationError(RuntimeError):
+    """A named kernel does not compute the policy within its precision's bound on this machine."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """The outcome of one verification."""
+
+    kernel: str
+    ok: bool
+    error: float
+    """Max error relative to the action range (D4PG) or to max |Q| (DQN)."""
+    detail: str
+    """Human-readable: the measure, the bound and (DQN) the agreement."""
+
+
+def probe_tensors(spec: PolicySpec, seed: int = 0) -> dict[str, EncodedTensor]:
+    """A message's tensors with full-range int8 weight codes (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    widths = [spec.obs_dim, *spec.layers, spec.out_dim]
+    tensors: dict[str, EncodedTensor] = {}
+    for (fan_in, fan_out), prefix in zip(
+        zip(widths[:-1], widths[1:], strict=False), prefixes(spec), strict=True
+    ):
+        codes = rng.integers(-127, 128, size=(fan_out, fan_in), dtype=np.int8)
+        scale = np.full(fan_out, np.sqrt(3.0 / fan_in) / 127.0, np.float32)
+        tensors[f"{prefix}.weight"] = EncodedTensor(
+            f"{prefix}.weight", (fan_out, fan_in), "q", codes, 8, scale, np.zeros(fan_out, np.int32), 0
+        )
+        bias = (0.1 * rng.standard_normal(fan_out)).astype(np.float32)
+        tensors[f"{prefix}.bias"] = EncodedTensor(f"{prefix}.bias", (fan_out,), "f32", bias, 32)
+    if spec.algorithm == "d4pg":
+        width = spec.layers[0]
+        norm_w = (1.0 + 0.2 * rng.standard_normal(width)).astype(np.float32)
+        norm_b = (0.1 * rng.standard_normal(width)).astype(np.float32)
+        tensors["norm.weight"] = EncodedTensor("norm.weight", (width,), "f32", norm_w, 32)
+        tensors["norm.bias"] = EncodedTensor("norm.bias", (width,), "f32", norm_b, 32)
+    return tensors
+
+
+def probe_inputs(spec: PolicySpec, n: int = PROBES, seed: int = 1) -> np.ndarray:
+    """``[n, obs_dim]`` float32 observations ~ N(0, 1)."""
+    return np.random.default_rng(seed).standard_normal((n, spec.obs_dim)).astype(np.float32)
+
+
+def run_batched(kernel: Kernel, x: np.ndarray, batch: int) -> np.ndarray:
+    """``kernel.forward`` over ``x`` in chunks of ``batch`` rows (the actor's batch size decides the GEMM path)."""
+    outs = [kernel.forward(np.ascontiguousarray(x[i : i + batch])) for i in range(0, len(x), max(batch, 1))]
+    return np.concatenate(outs, axis=0)
+
+
+def reference_outputs(spec: PolicySpec, tensors: Mapping[str, EncodedTensor], x: np.ndarray) -> np.ndarray:
+    """What the fp32 torch network computes with these weights (dequantized when they are codes)."""
+    ref = Fp32Torch(spec)
+    ref.install(ref.prepare(tensors))
+    return ref.forward(x)
+
+
+def compare(spec: PolicySpec, name: str, got: np.ndarray, ref: np.ndarray) -> Check:
+    """Judge ``got`` against the fp32 ``ref`` with the bounds of ``name``'s precision."""
+    precision = name.split("/", 1)[0]
+    if got.shape != ref.shape or not np.all(np.isfinite(got)):
+        return Check(name, False, float("inf"), f"output shape {got.shape} or non-finite values")
+    diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+    if spec.algorithm == "d4pg":
+        error = float((diff / np.maximum(spec.action_range, 1e-12)).max())
+        bound = D4PG_BOUNDS[precision]
+        return Check(
+            name, error <= bound, error, f"max error {error:.3g} of the action range (bound {bound:g})"
+        )
+    scale = max(float(np.abs(ref).max()), 1e-12)
+    error = float(diff.max() / scale)
+    bound = DQN_BOUNDS[precision]
+    if precision != "int8" or ref.shape[1] < 2:
+        return Check(name, error <= bound, error, f"max Q error {error:.3g} of max |Q| (bound {bound:g})")
+    top2 = np.sort(ref, axis=1)[:, -2:]
+    decisive = (top2[:, 1] - top2[:, 0]) > DQN_DECISIVE_GAP * scale
+    agree = np.argmax(got, axis=1) == np.argmax(ref, axis=1)
+    agreement = float(agree[decisive].mean()) if decisive.any() else 1.0
+    ok = error <= bound and agreement >= DQN_MIN_AGREEMENT
+    return Check(
+        name,
+        ok,
+        error,
+        f"max Q error {error:.3g} of max |Q| (bound {bound:g}); greedy actions agree on {agreement:.1%} of "
+        f"{int(decisive.sum())} decisive probes (bound {DQN_MIN_AGREEMENT:.0%})",
+    )
+
+
+def verify(
+    kernel: Kernel,
+    tensors: Mapping[str, EncodedTensor],
+    x: np.ndarray,
+    ref: np.ndarray,
+    batch: int,
+    installed: bool = False,
+) -> Check:
+    """Install ``tensors`` in ``kernel`` (unless ``installed``) and compare its outputs on ``x`` with ``ref``."""
+    try:
+        if not installed:
+            kernel.install(kernel.prepare(tensors))
+        got = run_batched(kernel, x, batch)
+    except Exception as exc:  # a kernel that can't even run these shapes here is rejected, not fatal
+        return Check(kernel.name, False, float("inf"), f"failed to run: {type(exc).__name__}: {exc}")
+    return compare(kernel.spec, kernel.name, got, ref)
