@@ -8,12 +8,13 @@ STAMP := $(VENV)/.installed
 RUN_DIR ?= runs/make-run
 PYTEST_ARGS ?=
 
-.PHONY: run test test-fast lint format bench reproduce venv clean help
+.PHONY: run test test-avx2 test-fast lint format bench reproduce venv clean help
 
 help:
 	@echo "make run        train D4PG on dm_control cartpole:balance with int8 actors (<= 10 min), print the summary"
 	@echo "make test       the full CPU test suite (unit, reverb, integration, slow; not gpu)"
 	@echo "make test-fast  unit tests only"
+	@echo "make test-avx2  kernel and parity tests with oneDNN/ATen limited to AVX2 (part of make test on AVX512 CPUs)"
 	@echo "make lint       ruff check + format check"
 	@echo "make bench      quick benchmarks and the report into reports/"
 	@echo "make reproduce  the paper's experiments (hours)"
@@ -54,6 +55,20 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not gpu" $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory test-avx2
+
+# The kernel and parity tests again with oneDNN and ATen limited to AVX2, on CPUs that have AVX512, so that a green
+# run on a VNNI machine cannot hide a kernel that is wrong on AVX2-only CPUs (where int8 pair sums saturate).
+# fbgemm and ONNX Runtime ignore these variables: on such a machine this pass covers the oneDNN-based kernels
+# (torch._int_mm, the onednn engine) and ATen; the AVX2-only CPUs themselves cover the rest.
+test-avx2: $(STAMP)
+	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
+	  echo "==> kernel and parity tests again with ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2"; \
+	  ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PY) -m pytest -m "not gpu" \
+	    tests/unit/actors tests/unit/networks/test_parity.py $(PYTEST_ARGS); \
+	else \
+	  echo "==> no AVX512 on this CPU: the run above already tested the AVX2 kernels"; \
+	fi
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not gpu and not slow and not integration and not reverb and not faults" $(PYTEST_ARGS)

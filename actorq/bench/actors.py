@@ -169,6 +169,8 @@ def summarize(records: list[dict[str, Any]], learner_rate: float | None = None) 
         row = {
             "variant": key[0],
             "precision": first["precision"],
+            "kernel": first.get("kernel"),
+            "kernel_us": first.get("kernel_us"),
             "comm_bits": first["comm_bits"],
             "update_period": key[1],
             "actors": len(blocks[next(iter(blocks))]),
@@ -234,7 +236,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     """Aligned text table of :func:`summarize` rows."""
     comps = (*BREAKDOWN_COMPONENTS, "other")
     head = (
-        f"{'variant':<10} {'K':>5} {'n':>2} {'steps/s':>8} {'min-max':>13} {'x base':>6} {'paired':>11} "
+        f"{'variant':<10} {'kernel':<12} {'K':>5} {'n':>2} {'steps/s':>8} {'min-max':>13} {'x base':>6} {'paired':>11} "
         + " ".join(f"{c[:6]:>7}" for c in comps)
         + f" {'ms/step':>8} {'MB/msg':>7} {'ms/bcast':>8} {'load':>5}"
     )
@@ -245,7 +247,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         bcast = f"{r['ms_per_broadcast']:.1f}" if r["ms_per_broadcast"] is not None else "-"
         speed = f"{r['speedup']:.2f}" if r["speedup"] is not None else "-"
         lines.append(
-            f"{r['variant']:<10} {r['update_period']:>5} {r['actors']:>2} {r['steps_per_s']:>8.1f} "
+            f"{r['variant']:<10} {str(r.get('kernel') or '-'):<12} {r['update_period']:>5} {r['actors']:>2} {r['steps_per_s']:>8.1f} "
             f"{r['steps_per_s_min']:>6.1f}-{r['steps_per_s_max']:<6.1f} {speed:>6} {paired:>11} "
             + " ".join(f"{ms[c]:>7.3f}" for c in comps)
             + f" {sum(ms.values()):>8.3f} {r['message_bytes'] / 1e6:>7.2f} {bcast:>8} {r['load_avg']:>5.1f}"

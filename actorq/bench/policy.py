@@ -1,19 +1,20 @@
-"""``actorq bench policy``: what each actor precision costs per step and per weight update.
+"""``actorq bench policy``: every actor kernel on this machine: verified or rejected, its speed, its update cost.
 
 For a large policy (D4PG 3x2048, obs 24, act 6: the ActorQ paper's size) and a small one (DQN 2x256, obs 4,
-2 actions) and for each actor variant:
+2 actions):
 
-* forward latency at batch 1/8/64 on one thread (``QuantizedPolicy.__call__``, numpy in and out, as an actor
-  calls it). Repeats interleave the variants, in a rotating order, so machine drift and neighbours' load hit
-  all of them alike; median and p10/p90 over all calls, in microseconds;
-* the weight message at the variant's natural comm width (fp32 -> 32 bits, fp16 -> 16, int8 -> 8; plus an
-  int8 actor fed 4-bit messages) in bytes on the wire;
-* the update cost: ``decode_message`` + ``prepare`` + ``install`` (median ms; ``install_ms`` is the part the
-  acting thread pays when an updater thread prepares).
-
-Variants (``precision/kernel``, see :mod:`actorq.actors.policy`): fp32/torch, fp16/half,
-fp16/fbgemm (the default fp16), int8/intmm (the default int8) and int8/fbgemm (torch's dynamic-quantized Linear). The int8 actor runs 4-bit codes with the same kernel, so its forward rows are
-the int8 ones.
+* every registered kernel (:mod:`actorq.actors.kernels`) is verified against fp32 on the full-range probe, as an
+  actor does at start: ``verified``, ``rejected`` (with the measured error) or ``unavailable`` (with why);
+* forward latency of each verified kernel at batch 1/8/64 on one thread (``QuantizedPolicy.__call__``, numpy in
+  and out, as an actor calls it). Repeats interleave the kernels in a rotating order, so machine drift and
+  neighbours' load hit all alike; median and p10/p90 in microseconds;
+* the weight-streaming floor at batch 1: the policy's weight bytes at the kernel's precision divided by the
+  single-core read bandwidth measured now for a working set of that size (no batch-1 forward can beat it);
+* the weight message at the precision's natural comm width (fp32 -> 32 bits, fp16 -> 16, int8 -> 8, plus int8
+  fed 4-bit messages) in bytes, and the update cost: ``decode_message`` + ``prepare`` + ``install`` (median ms;
+  ``install_ms`` is what the acting thread pays when the kernel prepares off-thread);
+* which kernel an actor would choose per precision (fastest verified at batch 1) and for ``auto`` (fp32 unless
+  another precision is faster by more than 3%), and the CPU (model, flags, caches, bandwidth) it all ran on.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import platform
 import sys
 import time
 from dataclasses import dataclass
@@ -29,13 +29,17 @@ from typing import Any
 
 import numpy as np
 
+from actorq.hardware import cpu_summary, hardware_record, read_bandwidth_gbs
+
 logger = logging.getLogger(__name__)
 
 BATCHES = (1, 8, 64)
+BYTES_PER_WEIGHT = {"fp32": 4, "fp16": 2, "int8": 1}
+NATURAL_BITS = {"fp32": (32,), "fp16": (16,), "int8": (8, 4)}
 
 
 @dataclass(frozen=True)
-class PolicySpec:
+class PolicyShape:
     name: str
     algorithm: str
     obs_dim: int
@@ -43,42 +47,20 @@ class PolicySpec:
     layers: tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class Variant:
-    precision: str
-    kernel: str
-    comm_bits: int
-
-    @property
-    def model_key(self) -> tuple[str, str]:
-        return self.precision, self.kernel
-
-
 POLICIES = (
-    PolicySpec("3x2048", "d4pg", 24, 6, (2048, 2048, 2048)),
-    PolicySpec("2x256", "dqn", 4, 2, (256, 256)),
-)
-VARIANTS = (
-    Variant("fp32", "torch", 32),
-    Variant("fp16", "half", 16),
-    Variant("fp16", "fbgemm", 16),
-    Variant("int8", "intmm", 8),
-    Variant("int8", "intmm", 4),
-    Variant("int8", "fbgemm", 8),
+    PolicyShape("3x2048", "d4pg", 24, 6, (2048, 2048, 2048)),
+    PolicyShape("2x256", "dqn", 4, 2, (256, 256)),
 )
 
 
-def _reference_state(spec: PolicySpec, seed: int) -> dict[str, np.ndarray]:
+def _reference_state(shape: PolicyShape, seed: int) -> dict[str, np.ndarray]:
     """Float weights shaped like a trained policy's: torch default init, random biases and LayerNorm."""
     import torch
 
-    from actorq.networks.torch_nets import D4PGPolicy, QNetwork
+    from actorq.actors.kernels import PolicySpec
 
     torch.manual_seed(seed)
-    if spec.algorithm == "d4pg":
-        model = D4PGPolicy(spec.obs_dim, spec.out_dim, spec.layers)
-    else:
-        model = QNetwork(spec.obs_dim, spec.out_dim, spec.layers)
+    model = PolicySpec.build(shape.algorithm, shape.obs_dim, shape.out_dim, shape.layers).float_model()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("bias"):
@@ -93,59 +75,34 @@ def _percentiles_us(samples: list[float]) -> tuple[float, float, float]:
     return float(p50), float(p10), float(p90)
 
 
-def run_policy_bench(quick: bool, json_path: str | None) -> list[dict[str, Any]]:
-    """Measure forward latency, message bytes and update cost per policy and actor variant.
-
-    Args:
-        quick: Fewer repeats (well under a minute); the full run repeats ~4x more.
-        json_path: Where to write the records as a JSON list (None: don't write).
-
-    Returns:
-        Records ``{"policy", "algorithm", "precision", "kernel", "batch", "forward_us", "forward_p10_us",
-        "forward_p90_us", "update_ms", "decode_ms", "prepare_ms", "install_ms", "message_bytes",
-        "comm_bits"}``, one per policy, variant and batch.
-    """
-    import torch
-
+def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
+    """Verify, time and cost every kernel for one policy shape."""
+    from actorq.actors.kernels import PolicySpec, select_kernel
+    from actorq.actors.kernels.select import _choose
     from actorq.actors.policy import QuantizedPolicy
     from actorq.quantize.codec import decode_message, encode_message
 
-    reps, calls, budget_s, update_reps = (5, 20, 0.015, 5) if quick else (20, 50, 0.06, 20)
-    rng = np.random.default_rng(0)
-    policies: dict[tuple[str, str, str], QuantizedPolicy] = {}
-    messages: dict[tuple[str, Variant], np.ndarray] = {}
-    for spec in POLICIES:
-        state = _reference_state(spec, seed=0)
-        for v in VARIANTS:
-            key = (spec.name, *v.model_key)
-            if key not in policies:
-                policies[key] = QuantizedPolicy(
-                    spec.algorithm,
-                    spec.obs_dim,
-                    spec.out_dim,
-                    spec.layers,
-                    v.precision,
-                    -1.0,
-                    1.0,
-                    1,
-                    v.kernel,
-                )
-            messages[(spec.name, v)] = encode_message(
-                state, version=1, learner_step=0, precision=v.precision, comm_bits=v.comm_bits
+    reps, calls, budget_s, update_reps = (5, 20, 0.015, 3) if quick else (20, 50, 0.06, 10)
+    spec = PolicySpec.build(shape.algorithm, shape.obs_dim, shape.out_dim, shape.layers)
+    _, survey = select_kernel(spec, "auto", use_cache=False, budget_s=0.1)
+    state = _reference_state(shape, seed=0)
+    policies: dict[str, QuantizedPolicy] = {}
+    messages: dict[tuple[str, int], np.ndarray] = {}
+    for name in survey.order:
+        precision, kernel = name.split("/")
+        policy = QuantizedPolicy(*_args(shape), precision, kernel=kernel, use_cache=False)
+        for bits in NATURAL_BITS[precision]:
+            messages[(name, bits)] = encode_message(
+                state, version=1, learner_step=0, precision=precision, comm_bits=bits
             )
-            policies[key].apply(decode_message(messages[(spec.name, v)]))
-    logger.info(
-        "policy bench: torch %s, %s, %d threads",
-        torch.__version__,
-        platform.processor() or "cpu",
-        torch.get_num_threads(),
-    )
+        policy.apply(decode_message(messages[(name, NATURAL_BITS[precision][0])]))  # the first-message check
+        policies[name] = policy
 
-    # Update cost: decode + prepare + install, variants interleaved per repeat.
-    updates: dict[tuple[str, Variant], list[tuple[float, float, float]]] = {k: [] for k in messages}
+    # Update cost: decode + prepare + install, kernels interleaved per repeat.
+    updates: dict[tuple[str, int], list[tuple[float, float, float]]] = {k: [] for k in messages}
     for _ in range(update_reps):
-        for (name, v), buf in messages.items():
-            policy = policies[(name, *v.model_key)]
+        for (name, bits), buf in messages.items():
+            policy = policies[name]
             t0 = time.perf_counter()
             msg = decode_message(buf, expected=policy.expected_shapes())
             t1 = time.perf_counter()
@@ -153,21 +110,20 @@ def run_policy_bench(quick: bool, json_path: str | None) -> list[dict[str, Any]]
             t2 = time.perf_counter()
             policy.install(prepared)
             t3 = time.perf_counter()
-            updates[(name, v)].append((t1 - t0, t2 - t1, t3 - t2))
+            updates[(name, bits)].append((t1 - t0, t2 - t1, t3 - t2))
             del msg, prepared
 
-    # Forward latency: every (policy, model, batch) cell once per repeat, in a rotating order.
-    inputs = {
-        (s.name, b): rng.standard_normal((b, s.obs_dim)).astype(np.float32) for s in POLICIES for b in BATCHES
-    }
-    cells = [(key, b) for key in policies for b in BATCHES]
-    for key, b in cells:  # warm-up
-        policies[key](inputs[(key[0], b)])
-    samples: dict[tuple[tuple[str, str, str], int], list[float]] = {c: [] for c in cells}
+    # Forward latency: every (kernel, batch) cell once per repeat, in a rotating order.
+    rng = np.random.default_rng(0)
+    inputs = {b: rng.standard_normal((b, shape.obs_dim)).astype(np.float32) for b in BATCHES}
+    cells = [(name, b) for name in policies for b in BATCHES]
+    for name, b in cells:  # warm-up
+        policies[name](inputs[b])
+    samples: dict[tuple[str, int], list[float]] = {c: [] for c in cells}
     for rep in range(reps):
         shift = rep % len(cells)
-        for key, b in cells[shift:] + cells[:shift]:
-            policy, x, out = policies[key], inputs[(key[0], b)], samples[(key, b)]
+        for name, b in cells[shift:] + cells[:shift]:
+            policy, x, out = policies[name], inputs[b], samples[(name, b)]
             start = time.perf_counter()
             for _ in range(calls):
                 t0 = time.perf_counter()
@@ -176,65 +132,148 @@ def run_policy_bench(quick: bool, json_path: str | None) -> list[dict[str, Any]]
                 if t0 - start > budget_s:
                     break
 
-    records = []
-    for spec in POLICIES:
-        for v in VARIANTS:
-            dec, prep, inst = (np.median(np.asarray(updates[(spec.name, v)]), axis=0) * 1e3).tolist()
+    weights = spec.weight_count()
+    bandwidth = {p: read_bandwidth_gbs(weights * nb) for p, nb in BYTES_PER_WEIGHT.items()}
+    batch1 = {name: _percentiles_us(samples[(name, 1)])[0] for name in policies}
+    chosen = {
+        p: min((n for n in batch1 if n.startswith(f"{p}/")), key=batch1.get, default=None)
+        for p in BYTES_PER_WEIGHT
+    }
+    chosen["auto"] = _choose(batch1, "auto")[0] if batch1 else None
+    records: list[dict[str, Any]] = []
+    for name in [c for c in _all_names()]:
+        precision = name.split("/")[0]
+        base = {"policy": shape.name, "algorithm": shape.algorithm, "kernel": name, "precision": precision}
+        if name in survey.unavailable:
+            records.append({**base, "status": "unavailable", "reason": survey.unavailable[name]})
+            continue
+        if name not in policies:
+            reason = next((r["reason"] for r in survey.rejected if r["kernel"] == name), "")
+            records.append({**base, "status": "rejected", "error": survey.errors.get(name), "reason": reason})
+            continue
+        floor_us = weights * BYTES_PER_WEIGHT[precision] / (bandwidth[precision] * 1e9) * 1e6
+        for bits in NATURAL_BITS[precision]:
+            dec, prep, inst = (np.median(np.asarray(updates[(name, bits)]), axis=0) * 1e3).tolist()
             for b in BATCHES:
-                med, p10, p90 = _percentiles_us(samples[((spec.name, *v.model_key), b)])
+                med, p10, p90 = _percentiles_us(samples[(name, b)])
                 records.append(
                     {
-                        "policy": spec.name,
-                        "algorithm": spec.algorithm,
-                        "precision": v.precision,
-                        "kernel": v.kernel,
+                        **base,
+                        "status": "verified",
+                        "error": survey.errors.get(name),
+                        "chosen": chosen[precision] == name,
+                        "chosen_auto": chosen["auto"] == name,
                         "batch": b,
                         "forward_us": round(med, 1),
                         "forward_p10_us": round(p10, 1),
                         "forward_p90_us": round(p90, 1),
-                        "update_ms": round(
-                            float(np.median(np.sum(updates[(spec.name, v)], axis=1)) * 1e3), 3
-                        ),
+                        "floor_us": round(floor_us, 1) if b == 1 else None,
+                        "read_gbs": round(bandwidth[precision], 2),
+                        "update_ms": round(float(np.median(np.sum(updates[(name, bits)], axis=1)) * 1e3), 3),
                         "decode_ms": round(dec, 3),
                         "prepare_ms": round(prep, 3),
                         "install_ms": round(inst, 4),
-                        "message_bytes": int(messages[(spec.name, v)].nbytes),
-                        "comm_bits": v.comm_bits,
+                        "prepare_off_thread": policies[name].prepare_off_thread,
+                        "message_bytes": int(messages[(name, bits)].nbytes),
+                        "comm_bits": bits,
                     }
                 )
-    logger.info("policy bench results:\n%s", format_table(records))
+    return {
+        "policy": shape.name,
+        "weights": weights,
+        "chosen": chosen,
+        "read_gbs": {p: round(v, 2) for p, v in bandwidth.items()},
+        "records": records,
+    }
+
+
+def _args(shape: PolicyShape) -> tuple:
+    return shape.algorithm, shape.obs_dim, shape.out_dim, shape.layers
+
+
+def _all_names() -> list[str]:
+    from actorq.actors.kernels import CANDIDATES
+
+    return [c.name for c in CANDIDATES]
+
+
+def run_policy_bench(quick: bool, json_path: str | None) -> dict[str, Any]:
+    """Measure every kernel for each policy shape; see the module docstring.
+
+    Args:
+        quick: Fewer repeats (about a minute); the full run repeats ~4x more.
+        json_path: Where to write the result as JSON (None: don't write).
+
+    Returns:
+        ``{"hardware": {...}, "policies": [{"policy", "weights", "chosen": {precision|auto: kernel},
+        "read_gbs", "records": [...]}]}``; a record per kernel (``status`` verified / rejected / unavailable)
+        and, for verified ones, per comm width and batch.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    logger.info("policy bench on %s, torch %s", cpu_summary(), torch.__version__)
+    result = {
+        "hardware": hardware_record(),
+        "torch": torch.__version__,
+        "policies": [_bench_shape(shape, quick) for shape in POLICIES],
+    }
+    logger.info("policy bench results:\n%s", format_table(result))
     if json_path:
         with open(json_path, "w") as f:
-            json.dump(records, f, indent=1)
-        logger.info("wrote %d records to %s", len(records), json_path)
-    return records
+            json.dump(result, f, indent=1)
+        logger.info("wrote %s", json_path)
+    return result
 
 
-def format_table(records: list[dict[str, Any]]) -> str:
-    """A readable table of bench records, with each variant's fp32 ratios (forward speed-up, update cost)."""
-    fp32 = {(r["policy"], r["batch"]): r for r in records if r["precision"] == "fp32"}
+def format_table(result: dict[str, Any]) -> str:
+    """A readable table: each kernel's status, speed against fp32 and the floor, update cost, the choices."""
+    hw = result["hardware"]
+    lines = [
+        f"CPU: {cpu_summary()}; L2 {hw.get('l2_bytes')} B, L3 {hw.get('l3_bytes')} B, "
+        f"DRAM read {hw.get('dram_read_gbs')} GB/s (one core)"
+    ]
     head = (
-        f"{'policy':<7} {'actor':<12} {'bits':>4} {'batch':>5} {'fwd us':>9} {'p10-p90 us':>17} {'x fp32':>6} "
-        f"{'update ms':>9} {'/fp32':>5} {'install us':>10} {'msg bytes':>10}"
+        f"{'policy':<7} {'kernel':<14} {'status':<9} {'error':>7} {'bits':>4} {'batch':>5} {'fwd us':>8} "
+        f"{'x fp32':>6} {'floor us':>8} {'/floor':>6} {'update ms':>9} {'install us':>10} {'msg bytes':>10} chosen"
     )
-    lines = [head, "-" * len(head)]
-    for r in records:
-        base = fp32[(r["policy"], r["batch"])]
-        actor = f"{r['precision']}/{r['kernel']}"
-        lines.append(
-            f"{r['policy']:<7} {actor:<12} {r['comm_bits']:>4} {r['batch']:>5} {r['forward_us']:>9.1f} "
-            f"{r['forward_p10_us']:>8.1f}-{r['forward_p90_us']:<8.1f} {base['forward_us'] / r['forward_us']:>6.2f} "
-            f"{r['update_ms']:>9.2f} {r['update_ms'] / base['update_ms']:>5.2f} {r['install_ms'] * 1e3:>10.1f} "
-            f"{r['message_bytes']:>10d}"
-        )
+    for shape in result["policies"]:
+        recs = shape["records"]
+        fp32 = {
+            r["batch"]: r["forward_us"]
+            for r in recs
+            if r.get("status") == "verified" and r["kernel"] == shape["chosen"].get("fp32")
+        }
+        lines += ["", head, "-" * len(head)]
+        for r in recs:
+            error = "-" if r.get("error") is None else f"{r['error']:.3g}"
+            if r["status"] != "verified":
+                lines.append(
+                    f"{r['policy']:<7} {r['kernel']:<14} {r['status']:<9} {error:>7}  {r.get('reason', '')}"
+                )
+                continue
+            marks = ",".join(m for m, on in ((r["precision"], r["chosen"]), ("auto", r["chosen_auto"])) if on)
+            floor = (
+                f"{r['floor_us']:8.1f} {r['forward_us'] / r['floor_us']:6.2f}"
+                if r["floor_us"]
+                else f"{'':8} {'':6}"
+            )
+            speed = fp32.get(r["batch"], float("nan")) / r["forward_us"]
+            lines.append(
+                f"{r['policy']:<7} {r['kernel']:<14} {'verified':<9} {error:>7} {r['comm_bits']:>4} {r['batch']:>5} "
+                f"{r['forward_us']:>8.1f} {speed:>6.2f} {floor} {r['update_ms']:>9.2f} "
+                f"{r['install_ms'] * 1e3:>10.1f} {r['message_bytes']:>10d} {marks}"
+            )
+        chosen = ", ".join(f"{p}: {k}" for p, k in shape["chosen"].items())
+        lines.append(f"chosen at batch 1 ({shape['policy']}): {chosen}")
     return "\n".join(lines)
 
 
 def _main(args: argparse.Namespace) -> int:
-    records = run_policy_bench(quick=args.quick, json_path=args.json_path)
-    sys.stdout.write(format_table(records) + "\n")
+    result = run_policy_bench(quick=args.quick, json_path=args.json_path)
+    sys.stdout.write(format_table(result) + "\n")
     if args.json_path:
-        sys.stdout.write(f"wrote {len(records)} records to {args.json_path}\n")
+        sys.stdout.write(f"wrote {args.json_path}\n")
     return 0
 
 
@@ -242,12 +281,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``policy [--quick] [--json PATH]`` on the ``actorq bench`` subparsers; ``func`` runs it."""
     parser = subparsers.add_parser(
         "policy",
-        help="actor inference latency, update cost and message size per precision",
+        help="every actor kernel verified against fp32, timed, its update cost; the choices per precision",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument("--quick", action="store_true", help="fewer repeats (under a minute)")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (about a minute)")
     parser.add_argument(
-        "--json", dest="json_path", metavar="PATH", default=None, help="write records as JSON"
+        "--json", dest="json_path", metavar="PATH", default=None, help="write the result as JSON"
     )
     parser.set_defaults(func=_main)
     return parser

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from actorq.config import ExperimentConfig, save_config
+from actorq.hardware import cpu_info
 from actorq.types import BREAKDOWN_COMPONENTS
 
 log = logging.getLogger(__name__)
@@ -51,16 +52,11 @@ class Variant:
 
 
 def machine_info() -> dict[str, Any]:
-    """CPU model, cores, ISA features relevant to int8, torch version and load (for bench metadata)."""
-    info: dict[str, Any] = {"cpus": os.cpu_count(), "python": platform.python_version()}
-    with contextlib.suppress(OSError):
-        text = Path("/proc/cpuinfo").read_text()
-        model = next(
-            (ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), ""
-        )
-        flags = next((ln.split(":", 1)[1].split() for ln in text.splitlines() if ln.startswith("flags")), [])
-        info["cpu"] = model
-        info["isa"] = [f for f in ("avx2", "avx512f", "avx512_vnni", "amx_int8", "avx512_fp16") if f in flags]
+    """The CPU (:func:`actorq.hardware.cpu_info`), torch and Python versions, and the load (bench metadata)."""
+    cpu = cpu_info()
+    info: dict[str, Any] = {**cpu, "python": platform.python_version()}
+    # The short keys the report reads (also in reports written before cpu_info existed).
+    info.update(cpu=cpu["model"], cpus=cpu["cores"], isa=[f for f, on in cpu["flags"].items() if on])
     with contextlib.suppress(ImportError):
         import torch
 
@@ -233,6 +229,8 @@ def measure(role, seconds: float, fresh: bool) -> dict[str, Any]:
         "pulls": timers.counts.get("pull", 0) - counts0.get("pull", 0),
         "applied": role.actor.weights.received - received0,
         "rejected": role.actor.weights.rejected - rejected0,
+        "kernel": role.actor.policy.kernel_name,
+        "kernel_us": role.actor.policy.selection.time_us,
         "pid": os.getpid(),
     }
 

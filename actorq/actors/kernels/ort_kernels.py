@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.actors.kernels.base import Kernel, PolicySpec, float32, int8_codes, prefixes
+from actorq.actors.kernels.base import Kernel, PolicySpec, float32, int8_codes, prefixes, retire
 from actorq.networks.torch_nets import SONNET_LAYER_NORM_EPS
 from actorq.quantize.message import EncodedTensor
 
@@ -134,7 +134,8 @@ class OrtKernel(Kernel):
         return ort.InferenceSession(self._model_bytes(tensors), options, providers=["CPUExecutionProvider"])
 
     def install(self, payload: Any) -> None:
-        self._session = payload
+        old, self._session = self._session, payload
+        retire(old)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         return self._session.run(["out"], {"obs": x})[0]

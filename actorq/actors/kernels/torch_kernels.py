@@ -17,7 +17,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from actorq.actors.kernels.base import Kernel, PolicySpec, check_prefixes, float16, float32, int8_codes
+from actorq.actors.kernels.base import (
+    Kernel,
+    PolicySpec,
+    check_prefixes,
+    float16,
+    float32,
+    int8_codes,
+    retire,
+)
 from actorq.networks.torch_nets import Int8Linear, quantize_rows
 from actorq.quantize.message import EncodedTensor
 
@@ -91,6 +99,9 @@ class TorchKernel(Kernel):
         for key, value in others.items():
             owner, name = key.rsplit(".", 1)
             getattr(self._modules[owner], name).data = value
+        # The previous payload now holds the last references to the replaced weights: free them elsewhere.
+        retire(getattr(self, "_installed", None))
+        self._installed = payload
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         t = torch.from_numpy(x)

@@ -76,7 +76,10 @@ def test_measure_counts_a_window_and_makes_every_pull_a_new_broadcast():
         def __init__(self):
             self.timers = Timers(totals=defaultdict(float), counts=defaultdict(int))
             self.steps = 0
-            self.actor = SimpleNamespace(weights=SimpleNamespace(version=1, received=1, rejected=0))
+            self.actor = SimpleNamespace(
+                weights=SimpleNamespace(version=1, received=1, rejected=0),
+                policy=SimpleNamespace(kernel_name="int8/x", selection=SimpleNamespace(time_us=1.0)),
+            )
 
         def step(self):
             self.steps += 1
