@@ -36,6 +36,7 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     if t.config_differences:
         diffs = "; ".join(f"`{k}`: {', '.join(v)}" for k, v in t.config_differences.items())
         s.append(f"**Caveat: these runs differ in more than precision and seed** ({diffs}).\n")
+    s += _hardware_lines(t)
     s += ["### Time to reward (Table 2 analogue)\n", md.time_table(t), ""]
     note = md.untrained_note(t)
     s += [note, ""] if note else []
@@ -108,6 +109,32 @@ def _bench_section(path: Path, out: Path) -> list[str]:
         s.append(_img(render.bench_sweep(sweep, out, f"{name}_sweep"), out, "pull sweep"))
     s += [f"- {note}" for note in data.get("notes", [])] + [""]
     return s
+
+
+def _hardware_lines(t: TaskTable) -> list[str]:
+    """Where the runs ran (CPU, flags, caches, bandwidth) and the kernel each precision's actors verified."""
+    machines: dict[str, set[str]] = {}
+    for label in t.labels():
+        for m in t.runs[label]:
+            hw, kernel = m.run.summary.get("hardware"), m.run.summary.get("kernel")
+            if not hw:
+                continue
+            flags = ", ".join(f for f, on in (hw.get("flags") or {}).items() if on) or "-"
+            line = (
+                f"{hw.get('model', '?')}, {hw.get('cores', '?')} cores ({flags}); L3 {hw.get('l3_bytes')} B; "
+                f"read bandwidth {hw.get('weights_read_gbs', '?')} GB/s at the policy's weight size, "
+                f"{hw.get('dram_read_gbs', '?')} GB/s from DRAM"
+            )
+            if kernel:
+                machines.setdefault(line, set()).add(
+                    f"{label}: {kernel} (error {md.fmt(m.run.summary.get('kernel_error'), 4)})"
+                )
+            else:
+                machines.setdefault(line, set())
+    return [
+        f"Machine: {line}; actor kernels: {', '.join(sorted(k)) or 'not recorded'}.\n"
+        for line, k in machines.items()
+    ]
 
 
 def _machine(info: dict[str, Any]) -> str:

@@ -283,3 +283,24 @@ def test_actor_cpu_time_gives_the_unthrottled_rate_even_when_every_interval_wait
     assert fp32.actor_free_source == int8.actor_free_source == "cpu"
     assert fp32.actor_free_rate == pytest.approx(500.0) and int8.actor_free_rate == pytest.approx(1000.0)
     assert fp32.actor_wall_rate == pytest.approx(100.0, rel=0.02)  # wall time per step, kept beside it
+
+
+def test_report_names_the_machine_and_the_kernels_the_actors_verified(tmp_path):
+    import json
+
+    hardware = {
+        "model": "AMD EPYC",
+        "cores": 2,
+        "flags": {"avx2": True, "avx512_vnni": False},
+        "l3_bytes": 16777216,
+        "weights_read_gbs": 40.1,
+        "dram_read_gbs": 17.2,
+    }
+    for precision, kernel in (("fp32", "fp32/ort"), ("int8", "int8/ort-u8")):
+        path = make_run(tmp_path, precision, 0, ramp_returns(10, 50))
+        summary = json.loads((path / "summary.json").read_text())
+        summary.update(hardware=hardware, kernel=kernel, kernel_error=0.0074)
+        (path / "summary.json").write_text(json.dumps(summary))
+    text = build_report([str(tmp_path)], tmp_path / "r").read_text()
+    assert "Machine: AMD EPYC, 2 cores (avx2)" in text and "40.1 GB/s" in text
+    assert "int8: int8/ort-u8 (error 0.0074)" in text and "fp32: fp32/ort" in text
