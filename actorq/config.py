@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -325,6 +326,7 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
         if value < 0 or (value == 0 and not allow_zero):
             raise ConfigError(f"{key}={value!r} must be {'>= 0' if allow_zero else '> 0'}")
 
+    _check_finite(config)
     choice("algorithm", config.algorithm, ALGORITHMS)
     choice("env.suite", config.env.suite, SUITES)
     choice("actor.precision", config.actor.precision, (*PRECISIONS, "auto"))
@@ -354,8 +356,41 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
     positive("replay.samples_per_insert", config.replay.samples_per_insert, allow_zero=True)
     positive("max_minutes", config.max_minutes, allow_zero=True)
     positive("max_actor_steps", config.max_actor_steps, allow_zero=True)
-    if not config.network.policy_layers or any(w <= 0 for w in config.network.policy_layers):
-        raise ConfigError(f"network.policy_layers={config.network.policy_layers} must be positive widths")
+    for key, (value, allow_zero) in {
+        "learner.policy_lr": (config.learner.policy_lr, False),
+        "learner.critic_lr": (config.learner.critic_lr, False),
+        "learner.learning_rate": (config.learner.learning_rate, False),
+        "learner.target_update_period": (config.learner.target_update_period, False),
+        "learner.huber_loss_parameter": (config.learner.huber_loss_parameter, False),
+        "learner.max_gradient_norm": (config.learner.max_gradient_norm, True),
+        "learner.checkpoint_period_s": (config.learner.checkpoint_period_s, True),
+        "learner.max_steps": (config.learner.max_steps, True),
+        "evaluator.period_s": (config.evaluator.period_s, False),
+        "evaluator.episodes": (config.evaluator.episodes, False),
+        "actor.sigma_max": (config.actor.sigma_max, True),
+        "quantizer.poll_interval_s": (config.quantizer.poll_interval_s, False),
+        "replay.rate_limiter_timeout_s": (config.replay.rate_limiter_timeout_s, False),
+        "replay.error_buffer": (config.replay.error_buffer, True),
+        "replay.priority_exponent": (config.replay.priority_exponent, True),
+        "env.max_episode_steps": (config.env.max_episode_steps, True),
+        "log_period_s": (config.log_period_s, False),
+        "seed": (config.seed, True),
+    }.items():
+        positive(key, value, allow_zero)
+    if not 0 <= config.replay.importance_sampling_exponent <= 1:
+        raise ConfigError(
+            f"replay.importance_sampling_exponent={config.replay.importance_sampling_exponent} must be in [0, 1]"
+        )
+    if not 0 <= config.replay.port <= 65535:
+        raise ConfigError(
+            f"replay.port={config.replay.port} must be 0 (pick a free one) or a port up to 65535"
+        )
+    if config.network.num_atoms < 2:
+        raise ConfigError(f"network.num_atoms={config.network.num_atoms} must be >= 2")
+    for key in ("policy_layers", "critic_layers"):
+        widths = getattr(config.network, key)
+        if not widths or any(w <= 0 for w in widths):
+            raise ConfigError(f"network.{key}={list(widths)} must be a non-empty list of positive widths")
     if not 0 < config.replay.discount <= 1:
         raise ConfigError(f"replay.discount={config.replay.discount} must be in (0, 1]")
     if config.replay.min_size > config.replay.max_size:
@@ -365,6 +400,16 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
     if config.network.vmin >= config.network.vmax:
         raise ConfigError("network.vmin must be below network.vmax")
     return config
+
+
+def _check_finite(config: Any, prefix: str = "") -> None:
+    """Every float field (nested sections included) must be a finite number: NaN or inf is never a setting."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            _check_finite(value, f"{prefix}{f.name}.")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{prefix}{f.name}={value!r} must be a finite number")
 
 
 _DISCRETE_GYM = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,24 @@ def test_missing_file_and_bad_yaml(tmp_path):
     bad.write_text("actor: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(bad)
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("max_minutes=nan", "max_minutes"),
+        ("target_return=inf", "target_return"),
+        ("learner.policy_lr=-1", "learner.policy_lr"),
+        ("evaluator.period_s=-5", "evaluator.period_s"),
+        ("learner.target_update_period=0", "learner.target_update_period"),
+        ("evaluator.episodes=0", "evaluator.episodes"),
+        ("network.critic_layers=[]", "network.critic_layers"),
+        ("network.num_atoms=1", "network.num_atoms"),
+        ("replay.importance_sampling_exponent=2", "replay.importance_sampling_exponent"),
+        ("replay.port=70000", "replay.port"),
+        ("actor.kernel=bogus", "actor.kernel"),
+    ],
+)
+def test_out_of_range_values_are_refused_naming_the_key(override, key):
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        load_config("configs/d4pg/dmc_cartpole_balance.yaml", [override])
