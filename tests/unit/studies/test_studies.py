@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 from pathlib import Path
 
@@ -24,7 +25,9 @@ def _one_thread() -> None:
 
 @pytest.fixture(scope="module")
 def ppo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """PPO on CartPole: 30k steps (about 10 s) reliably reaches 400-500."""
+    """PPO on CartPole, 30k steps (10-40 s). What it learns depends on the CPU's floating-point path (seed 0:
+    186.6 on AMD Zen 2/3 with AVX2, 356 with ATen's scalar kernels, 400-500 on an AVX-512 Xeon; seeds 1-3:
+    345-500), so tests compare quantized policies with the same policy in fp32, not with a fixed reward."""
     out = tmp_path_factory.mktemp("ppo")
     zoo.train("ppo", ENV, 30_000, out=out, seed=0, eval_episodes=5)
     return out
@@ -49,29 +52,50 @@ def _deployed_layers(model: object) -> list[str]:
 
 def test_zoo_saves_and_loads(ppo_run: Path) -> None:
     meta = json.loads((ppo_run / "meta.json").read_text())
-    assert meta["algo"] == "ppo" and meta["env_id"] == ENV and meta["eval_mean"] > 150
+    assert meta["algo"] == "ppo" and meta["env_id"] == ENV and meta["eval_mean"] > 100
     model, meta2 = zoo.load_policy(ppo_run / "model.zip")  # metadata found beside the zip
     assert meta2["algo"] == "ppo"
     assert zoo._guess_algo(ppo_run / "model.zip") == "ppo"  # a bare user .zip works too
 
 
-def _check_ptq_8bit(model: object, tmp_path: Path, min_fp32: float) -> None:
-    cfg = ptq.PtqConfig(precisions=["fp32", "fp16", "8"], episodes=10, seeds=2)
-    res = ptq.run_ptq(model, ENV, cfg, out=tmp_path)
-    rows = {r["precision"]: r for r in res["rows"]}
-    assert rows["fp32"]["mean"] > min_fp32, "the policy did not learn"
-    # Same env seeds and episodes for fp32 and int8 (deterministic evaluation).
-    assert rows["int8"]["episodes"] == rows["fp32"]["episodes"] == 20
-    assert abs(rows["int8"]["E%"]) <= 5.0, res["rows"]
-    assert rows["int8"]["layers_quantized"] == rows["int8"]["layers_total"] == len(_deployed_layers(model))
-    for f in ("ptq.csv", "ptq.json", "ptq_table.md", "sweet_spot.png"):
-        assert (tmp_path / f).stat().st_size > 0
-    assert "E% vs fp32" in (tmp_path / "ptq_table.md").read_text()
+# QuaRL's E_int8 = 100 (R_fp32 - R_int8) / |R_fp32|, the same policy evaluated on the same env seeds. The paper's
+# A2C/PPO int8 errors span 0-8% with independently drawn episodes; on shared seeds only flipped actions remain,
+# and they moved E_int8 by at most 0.1% on the 6 PPO policies tried (3 seeds, 2 floating-point paths).
+E_BOUND = 5.0
+# Greedy-action agreement with fp32 on the states the fp32 policy visits. A balancing CartPole policy spends
+# its time near its decision boundary, so rounding flips a few: int8 agreed on 98.2-99.95% of those states on
+# the same 6 policies, int2 on 52-90%.
+MIN_AGREEMENT = 0.95
+
+
+def _agreement(model: object, obs: np.ndarray, precision: str, per_channel: bool = False) -> float:
+    """Fraction of ``obs`` on which the PTQ policy at ``precision`` takes the fp32 policy's greedy action."""
+    state = copy.deepcopy(model.policy.state_dict())
+    fp32 = model.predict(obs, deterministic=True)[0]
+    ptq.quantize_policy(model, tq.QuantScheme.parse(precision, per_channel_linear=per_channel))
+    try:
+        return float(np.mean(model.predict(obs, deterministic=True)[0] == fp32))
+    finally:
+        ptq.unquantize_policy(model, state)
 
 
 def test_ptq_8bit_within_5_percent_ppo(ppo_run: Path, tmp_path: Path) -> None:
     model, _ = zoo.load_policy(ppo_run)
-    _check_ptq_8bit(model, tmp_path, min_fp32=300)
+    cfg = ptq.PtqConfig(precisions=["fp32", "fp16", "8"], episodes=10, seeds=2)
+    res = ptq.run_ptq(model, ENV, cfg, out=tmp_path)
+    rows = {r["precision"]: r for r in res["rows"]}
+    assert rows["fp32"]["mean"] > 100, "the policy did not learn (a random one scores ~22)"
+    # Same env seeds and episodes for fp32 and int8 (deterministic evaluation).
+    assert rows["int8"]["episodes"] == rows["fp32"]["episodes"] == 20
+    assert abs(rows["int8"]["E%"]) <= E_BOUND and abs(rows["fp16"]["E%"]) <= E_BOUND, res["rows"]
+    assert rows["int8"]["layers_quantized"] == rows["int8"]["layers_total"] == len(_deployed_layers(model))
+    for f in ("ptq.csv", "ptq.json", "ptq_table.md", "sweet_spot.png"):
+        assert (tmp_path / f).stat().st_size > 0
+    assert "E% vs fp32" in (tmp_path / "ptq_table.md").read_text()
+    obs = envs.record_observations(model, ENV, 2000, seed=7)
+    assert _agreement(model, obs, "8") >= MIN_AGREEMENT
+    # The check can fail: 2-bit weights ({-s, 0, s} per tensor) change what this same policy does.
+    assert _agreement(model, obs, "2") < MIN_AGREEMENT
 
 
 @pytest.mark.slow
