@@ -6,23 +6,24 @@ operators its dynamic quantizer emits: ``DynamicQuantizeLinear`` (uint8 activati
 ``MatMulInteger`` -> ``Cast`` -> ``Mul`` by ``x_scale * w_scale`` -> ``Add`` bias. ONNX Runtime fuses that chain
 into one ``DynamicQuantizeMatMul`` per layer.
 
-Weights are stored as uint8 (``code + 128``, zero point 128), not as int8, so the graph is exact on every CPU.
+Weights are stored as uint8 (``code + 128``, zero point 128), not as int8, so the graph is exact on every x86-64 CPU.
 ONNX Runtime's int8 GEMMs (MLAS) pick their kernel by operand types and instruction set:
 
-* u8 x s8 (what ``quantize_dynamic`` writes by default) on x86 without VNNI (AVX2: AMD Zen 1-3, Intel client
-  chips before Alder Lake; AVX-512 without VNNI: Skylake-SP) multiplies with ``vpmaddubsw``, which adds adjacent
+* u8 x s8 (what ``quantize_dynamic`` writes by default) on x86 without VNNI (AVX2: AMD Zen 1-3, Intel Haswell to
+  Comet Lake; AVX-512 without VNNI: Skylake-SP) multiplies with ``vpmaddubsw``, which adds adjacent
   u8*s8 products into a *saturating* int16: ``255 * 127 * 2 = 64770 > 32767``. Measured on an AMD EPYC Zen 2
   (AVX2, no VNNI), ORT 1.23.2: up to 13% of the output range off the exact integer result, greedy actions of a
-  random 3x64 policy agreeing with fp32 on 87.5% of observations. Only VNNI (``vpdpbusd``), AMX and ARM dot
-  products accumulate u8*s8 in 32 bits. ORT's documented remedies are ``reduce_range`` (7-bit codes, so a pair
+  random 3x64 policy agreeing with fp32 on 87.5% of observations. VNNI (``vpdpbusd``, AVX-512 or AVX) and AMX
+  accumulate u8*s8 in 32 bits. ORT's documented remedies are ``reduce_range`` (7-bit codes, so a pair
   sum stays below 2^15) or the u8 x u8 format.
 * u8 x u8 widens both operands to 16 bits and multiplies with ``vpmaddwd`` (AVX2, AVX-512) or ``vpdpwssd``
   (AVX-512 VNNI): pair sums of at most ``2 * 255 * 255`` in 32 bits, never saturating, on every x86 kernel
-  (and ARM's ``udot``/``umull``). It keeps the project's full 8-bit weight codes and 8-bit activations.
+  (MLAS's ``QgemmU8U8Kernel*``; ARM's kernels are not checked here). It keeps the project's full 8-bit weight
+  codes and 8-bit activations.
 
-Measured on that Zen 2 (1 thread, batch 1; fp32 ORT as reference): u8 x u8 is exact (within 1e-4 of the output
-range of :func:`reference_int8`, float rounding) and as fast as u8 x s8 (0.9-1.1x); 7-bit activations written
-with standard operators are exact too but 2-2.5x slower on small policies (ORT does not fuse them). On a
+Measured on that Zen 2 (1 thread, batch 1; fp32 ORT as reference): u8 x u8 is bit-exact against
+:func:`reference_int8` (2x32 to 3x256 policies, batch 1 and 64) in 0.8-1.1x the time of u8 x s8; 7-bit activations
+computed with standard operators are exact too but 2-2.5x slower on small policies (ORT does not fuse them). On a
 VNNI/AMX CPU u8 x s8 may be faster; check any other layout on the target CPU with :func:`reference_int8`.
 """
 
