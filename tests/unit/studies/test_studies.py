@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 from pathlib import Path
 
@@ -24,7 +25,9 @@ def _one_thread() -> None:
 
 @pytest.fixture(scope="module")
 def ppo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """PPO on CartPole: 30k steps (about 10 s) reliably reaches 400-500."""
+    """PPO on CartPole, 30k steps (10-40 s). What it learns depends on the CPU's floating-point path (seed 0:
+    186.6 on AMD Zen 2/3 with AVX2, 356 with ATen's scalar kernels, 400-500 on an AVX-512 Xeon; seeds 1-3:
+    345-500), so tests compare quantized policies with the same policy in fp32, not with a fixed reward."""
     out = tmp_path_factory.mktemp("ppo")
     zoo.train("ppo", ENV, 30_000, out=out, seed=0, eval_episodes=5)
     return out
@@ -32,7 +35,7 @@ def ppo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def dqn_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A briefly trained DQN (structure tests only: a good CartPole DQN needs ~50k steps, see the slow test)."""
+    """A briefly trained DQN (4k steps): weight/Q-value structure and PTQ fidelity, not return."""
     out = tmp_path_factory.mktemp("dqn")
     zoo.train("dqn", ENV, 4000, out=out, seed=0, eval_episodes=0)
     return out
@@ -49,40 +52,81 @@ def _deployed_layers(model: object) -> list[str]:
 
 def test_zoo_saves_and_loads(ppo_run: Path) -> None:
     meta = json.loads((ppo_run / "meta.json").read_text())
-    assert meta["algo"] == "ppo" and meta["env_id"] == ENV and meta["eval_mean"] > 150
+    assert meta["algo"] == "ppo" and meta["env_id"] == ENV and meta["eval_mean"] > 100
     model, meta2 = zoo.load_policy(ppo_run / "model.zip")  # metadata found beside the zip
     assert meta2["algo"] == "ppo"
     assert zoo._guess_algo(ppo_run / "model.zip") == "ppo"  # a bare user .zip works too
 
 
-def _check_ptq_8bit(model: object, tmp_path: Path, min_fp32: float) -> None:
-    cfg = ptq.PtqConfig(precisions=["fp32", "fp16", "8"], episodes=10, seeds=2)
-    res = ptq.run_ptq(model, ENV, cfg, out=tmp_path)
-    rows = {r["precision"]: r for r in res["rows"]}
-    assert rows["fp32"]["mean"] > min_fp32, "the policy did not learn"
-    # Same env seeds and episodes for fp32 and int8 (deterministic evaluation).
-    assert rows["int8"]["episodes"] == rows["fp32"]["episodes"] == 20
-    assert abs(rows["int8"]["E%"]) <= 5.0, res["rows"]
-    assert rows["int8"]["layers_quantized"] == rows["int8"]["layers_total"] == len(_deployed_layers(model))
-    for f in ("ptq.csv", "ptq.json", "ptq_table.md", "sweet_spot.png"):
-        assert (tmp_path / f).stat().st_size > 0
-    assert "E% vs fp32" in (tmp_path / "ptq_table.md").read_text()
+# QuaRL's E_int8 = 100 (R_fp32 - R_int8) / |R_fp32|, the same policy evaluated on the same env seeds. The paper's
+# A2C/PPO int8 errors span 0-8% with independently drawn episodes; on shared seeds only flipped actions remain,
+# and they moved E_int8 by at most 0.1% on the 6 PPO policies tried (3 seeds, 2 floating-point paths).
+E_BOUND = 5.0
+# Greedy-action agreement with fp32 on the states the fp32 policy visits. A balancing CartPole policy spends
+# its time near its decision boundary, so rounding flips a few: int8 agreed on 98.2-99.95% of those states on
+# the same 6 policies, int2 on 52-90%.
+MIN_AGREEMENT = 0.95
+
+
+def _agreement(model: object, obs: np.ndarray, precision: str, per_channel: bool = False) -> float:
+    """Fraction of ``obs`` on which the PTQ policy at ``precision`` takes the fp32 policy's greedy action."""
+    state = copy.deepcopy(model.policy.state_dict())
+    fp32 = model.predict(obs, deterministic=True)[0]
+    ptq.quantize_policy(model, tq.QuantScheme.parse(precision, per_channel_linear=per_channel))
+    try:
+        return float(np.mean(model.predict(obs, deterministic=True)[0] == fp32))
+    finally:
+        ptq.unquantize_policy(model, state)
 
 
 def test_ptq_8bit_within_5_percent_ppo(ppo_run: Path, tmp_path: Path) -> None:
     model, _ = zoo.load_policy(ppo_run)
-    _check_ptq_8bit(model, tmp_path, min_fp32=300)
+    cfg = ptq.PtqConfig(precisions=["fp32", "fp16", "8"], episodes=10, seeds=2)
+    res = ptq.run_ptq(model, ENV, cfg, out=tmp_path)
+    rows = {r["precision"]: r for r in res["rows"]}
+    assert rows["fp32"]["mean"] > 100, "the policy did not learn (a random one scores ~22)"
+    # Same env seeds and episodes for fp32 and int8 (deterministic evaluation).
+    assert rows["int8"]["episodes"] == rows["fp32"]["episodes"] == 20
+    assert abs(rows["int8"]["E%"]) <= E_BOUND and abs(rows["fp16"]["E%"]) <= E_BOUND, res["rows"]
+    assert rows["int8"]["layers_quantized"] == rows["int8"]["layers_total"] == len(_deployed_layers(model))
+    for f in ("ptq.csv", "ptq.json", "ptq_table.md", "sweet_spot.png"):
+        assert (tmp_path / f).stat().st_size > 0
+    assert "E% vs fp32" in (tmp_path / "ptq_table.md").read_text()
+    obs = envs.record_observations(model, ENV, 2000, seed=7)
+    assert _agreement(model, obs, "8") >= MIN_AGREEMENT
+    # The check can fail: 2-bit weights ({-s, 0, s} per tensor) change what this same policy does.
+    assert _agreement(model, obs, "2") < MIN_AGREEMENT
 
 
-@pytest.mark.slow
-def test_ptq_8bit_dqn_per_channel(tmp_path: Path) -> None:
-    """A CartPole DQN's Q-values are ~90 with action gaps of ~0.2: per-tensor int8 flips its greedy actions
-    (the paper's DQN finding, reproduced in reports/studies), per-row int8 scales keep it within 5%."""
-    model, _ = zoo.train("dqn", ENV, 50_000, seed=0, eval_episodes=0)  # about 1 minute on a free core
-    cfg = ptq.PtqConfig(precisions=["fp32", "8"], episodes=20, seeds=1, per_channel_linear=True)
-    rows = ptq.run_ptq(model, ENV, cfg, out=tmp_path)["rows"]
-    assert rows[0]["mean"] > 150
-    assert rows[1]["E%"] <= 5.0, rows  # not more than 5% worse than fp32
+def _q_error(model: object, obs: np.ndarray, precision: str, per_channel: bool) -> float:
+    """Largest |Q_ptq - Q_fp32| over ``obs`` and actions, relative to the median |Q_fp32|."""
+    state = copy.deepcopy(model.policy.state_dict())
+    x = torch.as_tensor(obs)
+    with torch.no_grad():
+        q32 = model.q_net(x)
+        ptq.quantize_policy(model, tq.QuantScheme.parse(precision, per_channel_linear=per_channel))
+        try:
+            q = model.q_net(x)
+        finally:
+            ptq.unquantize_policy(model, state)
+    return float((q - q32).abs().max() / q32.abs().median())
+
+
+def test_ptq_8bit_dqn_per_channel(dqn_run: Path, tmp_path: Path) -> None:
+    """DQN is the paper's outlier (Breakout E_int8 = 63.6%): its Q-values (~13 after 4k CartPole steps, ~90
+    after 50k) dwarf its action gaps (median 0.05-0.6), so any rounding flips greedy actions and the return
+    change is not a property of int8 (per-row int8 on 50k-step DQNs: E_int8 = 10.9% on a Zen 2, -17.8% on an
+    AVX-512 Xeon). What int8 PTQ controls is the Q-function, checked against the same network in fp32 on the
+    states it visits: per-row int8 was within 0.36-0.63% of the median |Q| on 3 DQNs (2 seeds, 2 floating-point
+    paths), per-row int4 4-10%, int2 ~100%."""
+    model, _ = zoo.load_policy(dqn_run)
+    obs = envs.record_observations(model, ENV, 2000, seed=7)
+    assert _q_error(model, obs, "8", per_channel=True) <= 0.02
+    assert _q_error(model, obs, "2", per_channel=True) > 0.02  # the check can fail
+    cfg = ptq.PtqConfig(precisions=["fp32", "8"], episodes=4, seeds=1, per_channel_linear=True)
+    res = ptq.run_ptq(model, ENV, cfg, out=tmp_path)
+    assert [r["precision"] for r in res["rows"]] == ["fp32", "int8"] and np.isfinite(res["rows"][1]["E%"])
+    assert all("per-channel" in x["scheme"] for x in res["layers"]["int8"]["layers"])
 
 
 def test_ptq_2bit_changes_every_layer(dqn_run: Path) -> None:
@@ -172,31 +216,90 @@ def test_weights_plot_and_stats(dqn_run: Path, tmp_path: Path) -> None:
 
 
 def test_deploy_bench_small_policy(tmp_path: Path) -> None:
+    from actorq.studies import onnx_int8
+
     res = deploy.run_bench(tmp_path, policies=["I"], backends=["onnx"], obs_dim=32, iters=200, warmup=20)
     rows = {(r["precision"], r["limit_mb"] is not None): r for r in res["rows"]}
     fp, q8 = rows[("fp32", False)], rows[("int8", False)]
     assert fp["status"] == q8["status"] == "ok", res["rows"]
     assert q8["file_mb"] < fp["file_mb"] and q8["latency_ms_p50"] > 0 and q8["peak_rss_mb"] > 0
-    assert q8["action_agreement"] >= 0.9
+    # The worker's probe actions are what each deployed file computes; check them against the maths they
+    # stand for, which is the same on every CPU: the fp32 file is the torch policy, the int8 file is the exact
+    # integer graph (a saturating int8 kernel broke this on AVX2: 87.5% agreement with fp32 on Zen 2/3).
+    net = deploy.build_mlp(deploy.POLICIES["I"], obs_dim=32)  # the bench's seeded policy
+    probe = np.random.default_rng(1).standard_normal((256, 32)).astype(np.float32)  # the worker's probes
+    with torch.no_grad():
+        fp32_acts = net(torch.from_numpy(probe)).argmax(1).numpy()
+    int8_acts = np.array([onnx_int8.reference_int8(net, p[None]).argmax() for p in probe])
+    assert np.mean(np.array(fp["probe_actions"]) == fp32_acts) >= 0.99
+    assert np.mean(np.array(q8["probe_actions"]) == int8_acts) >= 0.99
+    # int8 weight rounding itself flips 1 of these 256 greedy actions (ties within 0.4% of the Q range).
+    assert q8["action_agreement"] >= 0.98
     assert ("int8", True) in rows  # the memory-limited run happened
     assert "speedup vs fp32" in (tmp_path / "deploy_table.md").read_text()
 
 
-def test_onnx_int8_matches_torch() -> None:
+def _onnx_session(path: Path) -> object:
     import onnxruntime as ort
 
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_onnx_int8_matches_torch(per_channel: bool, tmp_path: Path) -> None:
     from actorq.studies import onnx_int8
 
     net = deploy.build_mlp([32, 32], obs_dim=8, n_actions=4)
     x = np.random.default_rng(0).standard_normal((64, 8)).astype(np.float32)
-    ref = net(torch.from_numpy(x)).detach().numpy()
-    with pytest.MonkeyPatch.context() as mp, __import__("tempfile").TemporaryDirectory() as d:
-        mp.chdir(d)
-        for export, tol in ((onnx_int8.export_fp32, 1e-5), (onnx_int8.export_int8, 0.05)):
-            sess = ort.InferenceSession(
-                str(export(net, 8, Path(d) / "m.onnx")), providers=["CPUExecutionProvider"]
-            )
-            np.testing.assert_allclose(sess.run(None, {"obs": x})[0], ref, atol=tol)
+    with torch.no_grad():
+        ref = net(torch.from_numpy(x)).numpy()
+    span = float(np.ptp(ref))
+    fp32 = _onnx_session(onnx_int8.export_fp32(net, 8, tmp_path / "fp32.onnx")).run(None, {"obs": x})[0]
+    np.testing.assert_allclose(fp32, ref, atol=1e-5)
+    int8_path = onnx_int8.export_int8(net, 8, tmp_path / "int8.onnx", per_channel)
+    int8 = _onnx_session(int8_path).run(None, {"obs": x})[0]
+    # The runtime computes the int8 graph exactly (float rounding only; a saturating kernel is ~10% off) ...
+    assert np.abs(int8 - onnx_int8.reference_int8(net, x, per_channel)).max() <= 1e-3 * span
+    # ... and the int8 graph is close to fp32 (weights and activations rounded to 8 bits: ~0.5% of the range).
+    assert np.abs(int8 - ref).max() <= 0.02 * span
+    assert np.mean(int8.argmax(1) == ref.argmax(1)) >= 0.95
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    flags = [ln.split(":", 1)[1] for ln in text.splitlines() if ln.startswith("flags")]
+    return set(flags[0].split()) if flags else set()
+
+
+def test_onnx_int8_reference_catches_saturating_kernel(tmp_path: Path) -> None:
+    """Why the graph stores weights as uint8: the same codes as int8 (ORT's default u8 x s8) run on MLAS's
+    ``vpmaddubsw`` kernels on x86 without VNNI, which saturate int16 pair sums; :func:`reference_int8` sees it."""
+    import platform
+
+    import onnx
+    from onnx import numpy_helper
+
+    from actorq.studies import onnx_int8
+
+    flags = _cpu_flags()
+    if platform.machine() not in ("x86_64", "AMD64") or "avx2" not in flags:
+        pytest.skip(f"needs an x86-64 CPU with AVX2 (machine {platform.machine()})")
+    if flags & {"avx512_vnni", "avx_vnni", "amx_int8"}:
+        pytest.skip("this CPU has VNNI/AMX: ORT accumulates u8 x s8 in 32 bits, nothing saturates")
+    net = deploy.build_mlp([32, 32], obs_dim=8, n_actions=4)
+    x = np.random.default_rng(0).standard_normal((64, 8)).astype(np.float32)
+    m = onnx.load(str(onnx_int8.export_int8(net, 8, tmp_path / "u8.onnx")))
+    for init in m.graph.initializer:  # rewrite the weights as int8 codes with zero point 0: same maths
+        if init.name.startswith(("wq", "wz")):
+            codes = numpy_helper.to_array(init).astype(np.int16) - onnx_int8.WEIGHT_ZERO_POINT
+            init.CopyFrom(numpy_helper.from_array(codes.astype(np.int8), init.name))
+    onnx.save(m, str(tmp_path / "s8.onnx"))
+    out = _onnx_session(tmp_path / "s8.onnx").run(None, {"obs": x})[0]
+    exact = onnx_int8.reference_int8(net, x)
+    assert np.abs(out - exact).max() > 1e-2 * np.ptp(exact)  # measured on Zen 2: 12.7% of the range
 
 
 def test_mixed_precision_tiny(tmp_path: Path) -> None:
