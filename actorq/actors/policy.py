@@ -247,7 +247,9 @@ class QuantizedPolicy:
             logger.warning("falling back from kernel %s to %s", sel.kernel, prepared.kernel.name)
             sel.kernel = prepared.kernel.name
             sel.time_us = sel.timings_us.get(sel.kernel)
-        sel.error, sel.detail = prepared.checks[-1]["error"], prepared.checks[-1]["reason"]
+            # The probe's error stays the headline (full-range codes are the hard case); first_message has the rest.
+            sel.error = sel.errors.get(sel.kernel, prepared.checks[-1]["error"])
+            sel.detail = prepared.checks[-1]["reason"]
 
     def load_state(self, state: Mapping[str, np.ndarray], version: int = 0, learner_step: int = 0) -> None:
         """Install float weights keyed by torch name (e.g. ``mapping.tf_to_torch_state``'s output) directly.
