@@ -16,7 +16,7 @@ help:
 	@echo "make test-fast  unit tests only"
 	@echo "make test-avx2  kernel and parity tests with oneDNN/ATen limited to AVX2 (part of make test on AVX512 CPUs)"
 	@echo "make lint       ruff check + format check"
-	@echo "make bench      quick benchmarks and the report into reports/"
+	@echo "make bench      quick benchmarks and the report into runs/bench (BENCH_OUT=... to choose)"
 	@echo "make reproduce  the paper's experiments (hours)"
 
 venv: $(STAMP)
@@ -81,22 +81,26 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format actorq launch tests
 	$(VENV)/bin/ruff check --fix actorq launch tests
 
-# Quick benchmarks and the report (about 15 minutes here, most of it the Acme comparison).
+# Quick benchmarks and the report (about 15 minutes here, most of it the Acme comparison). Results go to the ignored
+# $(BENCH_OUT); to curate them, pass BENCH_OUT=reports/<folder> and add a README (command, commit, date, machine).
+BENCH_OUT ?= runs/bench
 bench: $(STAMP)
-	mkdir -p reports/bench
-	$(VENV)/bin/actorq bench policy --quick --json reports/bench_policy.json
-	$(VENV)/bin/actorq bench actors configs/d4pg/dmc_cartpole_balance.yaml --precisions fp32,int8 --actors 1 --update-period 1000 --seconds 10 --repeats 2 --json reports/bench/actors_quick.json
-	$(VENV)/bin/actorq bench ablation configs/d4pg/dmc_cartpole_balance.yaml --seconds 5 --repeats 1 --sweep-periods 10,100,1000 --json reports/bench/ablation_quick.json
-	$(VENV)/bin/actorq bench acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --quick --out reports/acme-baseline-quick
-	$(VENV)/bin/actorq report reports/acme-baseline-quick --bench reports/bench/actors_quick.json --bench reports/bench/ablation_quick.json --out reports
+	mkdir -p $(BENCH_OUT)
+	$(VENV)/bin/actorq bench policy --quick --json $(BENCH_OUT)/policy.json
+	$(VENV)/bin/actorq bench actors configs/d4pg/dmc_cartpole_balance.yaml --precisions fp32,int8 --actors 1 --update-period 1000 --seconds 10 --repeats 2 --json $(BENCH_OUT)/actors_quick.json
+	$(VENV)/bin/actorq bench ablation configs/d4pg/dmc_cartpole_balance.yaml --seconds 5 --repeats 1 --sweep-periods 10,100,1000 --json $(BENCH_OUT)/ablation_quick.json
+	$(VENV)/bin/actorq bench acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --quick --out $(BENCH_OUT)/acme-baseline-quick
+	$(VENV)/bin/actorq report $(BENCH_OUT)/acme-baseline-quick --bench $(BENCH_OUT)/actors_quick.json --bench $(BENCH_OUT)/ablation_quick.json --out $(BENCH_OUT)/report
 
-# The paper's task set per precision and seed, the Acme baseline, and the report (many hours; resumable).
+# The paper's task set per precision and seed, the Acme baseline, and the report (many hours; resumable), into the
+# ignored $(REPRODUCE_OUT) unless told otherwise.
+REPRODUCE_OUT ?= runs/reproduce
 reproduce: $(STAMP)
 	for cfg in configs/d4pg/dmc_*.yaml configs/dqn/gym_*.yaml; do \
-	  $(VENV)/bin/actorq experiment $$cfg --precisions fp32,fp16,int8 --seeds 3 --out reports/reproduce/$$(basename $$cfg .yaml) || exit 1; \
+	  $(VENV)/bin/actorq experiment $$cfg --precisions fp32,fp16,int8 --seeds 3 --out $(REPRODUCE_OUT)/$$(basename $$cfg .yaml) || exit 1; \
 	done
-	$(VENV)/bin/actorq bench acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --out reports/reproduce/acme-baseline
-	$(VENV)/bin/actorq report reports/reproduce/* --out reports/reproduce/report
+	$(VENV)/bin/actorq bench acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --out $(REPRODUCE_OUT)/acme-baseline
+	$(VENV)/bin/actorq report $(REPRODUCE_OUT)/* --out $(REPRODUCE_OUT)/report
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache .hypothesis
