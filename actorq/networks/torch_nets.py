@@ -13,13 +13,14 @@ action bounds are plain attributes, not buffers, so they are neither sent nor ca
 
 ``Int8Linear`` is the int8 layer of the quantized actors: per-output-row symmetric int8 weight codes with one
 float32 scale per row (exactly what an 8-bit or narrower weight message carries), activations quantized
-per row on the fly, int32 accumulation through ``torch._int_mm`` (AVX512-VNNI on x86). Unlike
+per row on the fly, int32 accumulation through ``torch._int_mm`` (exact with AVX512-VNNI/AMX; on AVX2-only
+CPUs oneDNN's emulation saturates, which the actor's kernel verification detects and rejects). Unlike
 ``torch.ao.nn.quantized.dynamic.Linear`` it needs no weight prepacking: installing new codes is a pointer swap.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -170,11 +171,6 @@ class Int8Linear(nn.Module):
         """``(codes, scale, bias)`` currently installed."""
         return self._weights
 
-    def dequantized_weight(self) -> torch.Tensor:
-        """The float32 weight the codes represent (for tests and diagnostics)."""
-        codes, scale, _ = self._weights
-        return codes.float() * scale[:, None]
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         codes, scale, bias = self._weights
         amax = x.abs().amax(dim=-1, keepdim=True).clamp_min_(1e-30)
@@ -186,16 +182,6 @@ class Int8Linear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, dtype=int8 (per-row)"
-
-
-def replace_linears(module: nn.Module, factory: Callable[[nn.Linear], nn.Module]) -> nn.Module:
-    """Replace every ``nn.Linear`` inside ``module`` (recursively, in place) by ``factory(linear)``."""
-    for name, child in list(module.named_children()):
-        if isinstance(child, nn.Linear):
-            setattr(module, name, factory(child))
-        else:
-            replace_linears(child, factory)
-    return module
 
 
 def linear_prefixes(module: nn.Module) -> list[str]:
