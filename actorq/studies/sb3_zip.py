@@ -225,6 +225,11 @@ def infer_architecture(algo: str, state: dict[str, torch.Tensor], n_actions: int
                 vf=_layer_sizes(state, "mlp_extractor.value_net"),
             )
         }
+    prefix = {"td3": "actor.mu", "ddpg": "actor.mu", "sac": "actor.latent_pi", "dqn": "q_net.q_net"}.get(
+        algo, "quantile_net.quantile_net"
+    )
+    if algo not in ("ppo", "a2c") and not _layer_sizes(state, prefix):
+        raise ZipLoadError(f"policy.pth has no {prefix}.<i>.weight layers: not an {algo.upper()} MlpPolicy")
     critics = sorted({m.group(1) for k in state if (m := re.match(r"critic\.qf(\d+)\.", k))})
     if algo in ("td3", "ddpg"):
         return {
@@ -351,6 +356,7 @@ def load_zip(
     data, state, version = read_zip(path)
     _check_policy_class(data)
     algo = (algo or detect_algo(data, state)).lower()
+    algo_class(algo)  # an unknown algorithm or a missing sb3-contrib is reported before anything else
     obs_space = parse_space(data, "observation_space")
     act_space = parse_space(data, "action_space")
     if isinstance(obs_space, spaces.Box) and len(obs_space.shape) != 1:
