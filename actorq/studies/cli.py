@@ -136,6 +136,18 @@ def cmd_report(a: argparse.Namespace) -> int:
 def cmd_bench_deploy(a: argparse.Namespace) -> int:
     from actorq.studies import deploy
 
+    if a.policy:
+        from actorq.studies import deploy_policy
+
+        model, meta = _load(a)
+        try:
+            res = deploy_policy.run_policy_bench(
+                model, meta, a.out, backends=a.backends.split(","), iters=a.iters, models_dir=a.models_dir
+            )
+        except ValueError as e:  # an agent whose action path is not a plain MLP
+            raise _fail(e) from None
+        print(deploy_policy.table_markdown(res))
+        return 0
     res = deploy.run_bench(
         a.out, policies=a.policies.split(","), backends=a.backends.split(","), obs_dim=a.obs_dim,
         iters=a.iters, memory_limit=not a.no_memory_limit, models_dir=a.models_dir,
@@ -239,12 +251,20 @@ def add_bench_parser(bench_subparsers: argparse._SubParsersAction) -> None:
     """Register ``deploy`` under ``actorq bench``."""
     d = bench_subparsers.add_parser("deploy", help="fp32 vs int8 policy latency / memory / size (Table 4/6)")
     d.add_argument("--out", default="reports/studies/deploy")
-    d.add_argument("--policies", default="I,II,III", help="I (3x64), II (3x256), III (4096-512-1024)")
+    d.add_argument(
+        "--policies",
+        default="I,II,III",
+        help="I (3x64), II (3x256), III (4096-512-1024); ignored with --policy",
+    )
     d.add_argument("--backends", default="onnx,torchscript")
     d.add_argument("--obs-dim", type=int, default=512)
     d.add_argument("--iters", type=int, default=2000)
     d.add_argument("--no-memory-limit", action="store_true", help="skip the RLIMIT_AS runs")
     d.add_argument("--models-dir", default=None, help="keep the exported models here (default: temporary)")
+    _policy_args(d, required=False)
+    d.add_argument(
+        "--env", default=None, help="with --policy: the env it was trained on (default: zoo file name)"
+    )
     d.set_defaults(func=cmd_bench_deploy)
 
 

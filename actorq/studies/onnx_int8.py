@@ -21,15 +21,18 @@ from actorq.quantize import affine
 OPSET = 13
 
 
-def _linears(model: nn.Sequential) -> list[tuple[nn.Linear, bool]]:
-    """(Linear, followed-by-ReLU) pairs of a Linear/ReLU MLP."""
+_ACT_OPS = {nn.ReLU: "Relu", nn.Tanh: "Tanh"}  # activations after a Linear -> ONNX operator
+
+
+def _linears(model: nn.Sequential) -> list[tuple[nn.Linear, str]]:
+    """(Linear, ONNX op of the activation after it or ``Identity``) pairs of a Linear/ReLU/Tanh MLP."""
     mods = list(model)
     out = []
     for i, m in enumerate(mods):
         if isinstance(m, nn.Linear):
-            out.append((m, i + 1 < len(mods) and isinstance(mods[i + 1], nn.ReLU)))
-        elif not isinstance(m, nn.ReLU):
-            raise TypeError(f"only Linear/ReLU MLPs are exported, found {type(m).__name__}")
+            out.append((m, _ACT_OPS.get(type(mods[i + 1]), "Identity") if i + 1 < len(mods) else "Identity"))
+        elif type(m) not in _ACT_OPS:
+            raise TypeError(f"only Linear/ReLU/Tanh MLPs are exported, found {type(m).__name__}")
     return out
 
 
@@ -41,11 +44,11 @@ def _io(obs_dim: int, n_out: int) -> tuple[onnx.ValueInfoProto, onnx.ValueInfoPr
 
 
 def export_fp32(model: nn.Sequential, obs_dim: int, path: str | Path) -> Path:
-    """fp32 graph: ``MatMul`` + ``Add`` (+ ``Relu``) per layer."""
+    """fp32 graph: ``MatMul`` + ``Add`` (+ ``Relu``/``Tanh``) per layer."""
     nodes, inits = [], []
     x = "obs"
     layers = _linears(model)
-    for i, (lin, relu) in enumerate(layers):
+    for i, (lin, act) in enumerate(layers):
         w = lin.weight.detach().cpu().numpy().T.astype(np.float32)
         b = lin.bias.detach().cpu().numpy().astype(np.float32)
         inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
@@ -54,7 +57,7 @@ def export_fp32(model: nn.Sequential, obs_dim: int, path: str | Path) -> Path:
             helper.make_node("MatMul", [x, f"w{i}"], [f"mm{i}"]),
             helper.make_node("Add", [f"mm{i}", f"b{i}"], [f"a{i}"]),
         ]
-        nodes.append(helper.make_node("Relu" if relu else "Identity", [f"a{i}"], [y]))
+        nodes.append(helper.make_node(act, [f"a{i}"], [y]))
         x = y
     return _save(nodes, inits, obs_dim, layers[-1][0].out_features, path)
 
@@ -63,7 +66,7 @@ def export_int8(model: nn.Sequential, obs_dim: int, path: str | Path, per_channe
     """int8 graph with dynamically quantized uint8 activations and symmetric int8 weights.
 
     Args:
-        model: Linear/ReLU MLP.
+        model: Linear/ReLU/Tanh MLP.
         obs_dim: Input width.
         path: Output ``.onnx``.
         per_channel: One weight scale per output unit (else per tensor).
@@ -71,7 +74,7 @@ def export_int8(model: nn.Sequential, obs_dim: int, path: str | Path, per_channe
     nodes, inits = [], []
     x = "obs"
     layers = _linears(model)
-    for i, (lin, relu) in enumerate(layers):
+    for i, (lin, act) in enumerate(layers):
         w = lin.weight.detach().cpu().numpy().astype(np.float32)  # (out, in)
         codes, qp = affine.quantize_tensor(w, 8, symmetric=True, axis=0 if per_channel else None)
         scale = np.asarray(qp.scale, np.float32)
@@ -89,7 +92,7 @@ def export_int8(model: nn.Sequential, obs_dim: int, path: str | Path, per_channe
             helper.make_node("Mul", [f"xs{i}", f"ws{i}"], [f"sc{i}"]),
             helper.make_node("Mul", [f"mf{i}", f"sc{i}"], [f"dq{i}"]),
             helper.make_node("Add", [f"dq{i}", f"b{i}"], [f"a{i}"]),
-            helper.make_node("Relu" if relu else "Identity", [f"a{i}"], [y]),
+            helper.make_node(act, [f"a{i}"], [y]),
         ]
         x = y
     return _save(nodes, inits, obs_dim, layers[-1][0].out_features, path)
