@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # QuaRL Table 2 analogue on the four shared RL Baselines3 Zoo agents (../shared/zoo-agents, MIT licence).
-# Usage: bash reports/studies/zoo_table2/run.sh {per-tensor|per-channel|weights}
+# Usage: bash reports/studies/zoo_table2/run.sh {per-tensor|per-channel|weights|deploy}
 # Two chains (per-tensor, per-channel) were run side by side; each runs the agents one after another, 1 thread.
 set -euo pipefail
 MODE=$1
@@ -23,5 +23,8 @@ for a in "${AGENTS[@]}"; do
       for b in 8 4; do
         .venv/bin/actorq weights --policy $ZOO/$algo/$env --env $env --bits $b --out $OUT/${algo}_${env}/weights_int$b
       done ;;
+    deploy)
+      .venv/bin/actorq bench deploy --policy $ZOO/$algo/$env --env $env --backends onnx,torchscript --iters 2000 \
+        --out $OUT/${algo}_${env}/deploy ;;
   esac
 done
