@@ -1,4 +1,7 @@
-"""Train and load the stable-baselines3 policies the studies quantize (no pretrained downloads exist here).
+"""Train and load the stable-baselines3 policies the studies quantize.
+
+Loading takes this toolkit's run directories, RL Baselines3 Zoo agent directories and bare SB3 zips, all read
+without unpickling (:mod:`actorq.studies.sb3_zip`, :mod:`actorq.studies.zoo_env`); nothing is downloaded.
 
 Hyperparameters follow rl-baselines3-zoo where it has a tuned set for the task family (CartPole, MuJoCo,
 Atari), trimmed so that a CPU core trains a usable CartPole policy in seconds. A trained model is saved as
@@ -10,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -151,20 +153,9 @@ def train(
 
 
 def _guess_algo(zip_path: Path) -> str:
-    """Algorithm of an SB3 zip without metadata, from the attributes its ``data`` JSON stores."""
-    with zipfile.ZipFile(zip_path) as zf:
-        data = json.loads(zf.read("data"))
-    if "clip_range" in data:
-        return "ppo"
-    if "exploration_rate" in data or "target_update_interval" in data:
-        return "dqn"
-    if "ent_coef" in data and "target_entropy" in data:
-        return "sac"
-    if "policy_delay" in data:
-        return "td3" if data.get("policy_delay", 1) != 1 or data.get("target_policy_noise", 0) else "ddpg"
-    if "normalize_advantage" in data or "rms_prop_eps" in data:
-        return "a2c"
-    raise ValueError(f"cannot tell the algorithm of {zip_path}; pass --algo")
+    """Algorithm of an SB3 zip without metadata (see :func:`actorq.studies.sb3_zip.detect_algo`)."""
+    data, state, _ = sb3_zip.read_zip(Path(zip_path))
+    return sb3_zip.detect_algo(data, state)
 
 
 def resolve_policy(path: str | Path) -> tuple[Path, dict[str, Any]]:
