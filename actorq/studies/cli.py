@@ -16,6 +16,13 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 ALGO_CHOICES = ["a2c", "dqn", "ppo", "ddpg", "td3", "sac"]
+LOAD_ALGO_CHOICES = [*ALGO_CHOICES, "qrdqn"]  # loading also takes sb3-contrib's QR-DQN (when installed)
+
+
+def _fail(msg: object) -> SystemExit:
+    """Bad user input: one ``error:`` line, exit status 2."""
+    sys.stderr.write(f"error: {msg}\n")
+    return SystemExit(2)
 
 
 def _threads(n: int) -> None:
@@ -34,12 +41,37 @@ def cmd_zoo_train(a: argparse.Namespace) -> int:
 
 
 def _load(a: argparse.Namespace) -> tuple[object, dict]:
-    from actorq.studies import zoo
+    from actorq.studies import safe_pickle, sb3_zip, zoo, zoo_env
 
-    model, meta = zoo.load_policy(a.policy, algo=a.algo, env_id=getattr(a, "env", None))
-    if not meta.get("env_id"):
-        raise SystemExit("--env is required for a policy without meta.json")
-    return model, meta
+    try:
+        return zoo.load_policy(a.policy, algo=a.algo, env_id=getattr(a, "env", None))
+    except (
+        FileNotFoundError, ValueError, sb3_zip.ZipLoadError, zoo_env.ZooConfigError, safe_pickle.UnsafePickleError,
+    ) as e:  # fmt: skip
+        raise _fail(e) from None
+
+
+def _title(meta: dict) -> str:
+    env = meta["env"]
+    ran = f" (run on {env.env_id})" if env.source_id else ""
+    return f"{meta['algo'].upper()} {meta['env_id']}{ran}"
+
+
+def _fidelity(meta: dict, res: dict, out: str | None) -> None:
+    """Print (and save) our fp32 return beside the zoo's final evaluation, when the agent has one."""
+    from actorq.studies import fidelity
+
+    if not meta.get("evaluations"):
+        return
+    fp32 = res["rows"][0]
+    check = fidelity.compare(
+        fp32["mean"], fp32["std"], fp32["episodes"], fidelity.zoo_final_evaluation(meta["evaluations"]),
+        meta["env"].env_id, meta["env"].source_id, meta.get("num_timesteps"),
+    )  # fmt: skip
+    print(fidelity.describe(check))
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "fidelity.json").write_text(json.dumps(check, indent=2))
 
 
 def cmd_ptq(a: argparse.Namespace) -> int:
@@ -52,10 +84,10 @@ def cmd_ptq(a: argparse.Namespace) -> int:
         per_channel_linear=a.per_channel_linear, quantize_activations=a.activations, act_bits=a.act_bits,
         calib_steps=a.calib_steps, n_envs=a.n_envs, max_episode_steps=a.max_episode_steps,
     )  # fmt: skip
-    title = f"{meta['algo'].upper()} {meta['env_id']}"
-    res = ptq.run_ptq(model, meta["env_id"], cfg, out=a.out, title=title)
+    res = ptq.run_ptq(model, meta["env"], cfg, out=a.out, title=_title(meta))
     print(ptq.table_markdown(res))
     print(ptq.layers_markdown(res))
+    _fidelity(meta, res, a.out)
     return 0
 
 
@@ -77,7 +109,7 @@ def cmd_weights(a: argparse.Namespace) -> int:
 
     model, meta = _load(a)
     scheme = QuantScheme.parse(a.bits, per_channel_linear=a.per_channel_linear)
-    res = weights.run_weights(model, scheme, a.out, title=f"{meta['algo'].upper()} {meta['env_id']}")
+    res = weights.run_weights(model, scheme, a.out, title=_title(meta))
     print(weights.table_markdown(res))
     return 0
 
@@ -104,6 +136,18 @@ def cmd_report(a: argparse.Namespace) -> int:
 def cmd_bench_deploy(a: argparse.Namespace) -> int:
     from actorq.studies import deploy
 
+    if a.policy:
+        from actorq.studies import deploy_policy
+
+        model, meta = _load(a)
+        try:
+            res = deploy_policy.run_policy_bench(
+                model, meta, a.out, backends=a.backends.split(","), iters=a.iters, models_dir=a.models_dir
+            )
+        except ValueError as e:  # an agent whose action path is not a plain MLP
+            raise _fail(e) from None
+        print(deploy_policy.table_markdown(res))
+        return 0
     res = deploy.run_bench(
         a.out, policies=a.policies.split(","), backends=a.backends.split(","), obs_dim=a.obs_dim,
         iters=a.iters, memory_limit=not a.no_memory_limit, models_dir=a.models_dir,
@@ -112,10 +156,17 @@ def cmd_bench_deploy(a: argparse.Namespace) -> int:
     return 0
 
 
-def _policy_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--policy", required=True, help="run directory (model.zip + meta.json) or an SB3 .zip")
+def _policy_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument(
-        "--algo", choices=ALGO_CHOICES, default=None, help="needed for a bare .zip if not guessable"
+        "--policy", required=required, default=None,
+        help="run directory (model.zip + meta.json), RL Baselines3 Zoo agent directory (<env>.zip, config.yml, "
+        "vecnormalize.pkl, evaluations.npz) or an SB3 .zip; read without unpickling",
+    )  # fmt: skip
+    p.add_argument(
+        "--algo",
+        choices=LOAD_ALGO_CHOICES,
+        default=None,
+        help="algorithm (detected from the zip when omitted)",
     )
 
 
@@ -137,7 +188,11 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("ptq", help="post-training quantization sweep (table + sweet-spot plot)")
     _policy_args(p)
-    p.add_argument("--env", default=None, help="defaults to the policy's meta.json")
+    p.add_argument(
+        "--env", default=None,
+        help="env the policy was trained on (default: meta.json / zoo file name); a gym id that is not installed "
+        "maps to the nearest installed version with the same spaces (Hopper-v3 -> Hopper-v4)",
+    )  # fmt: skip
     p.add_argument("--bits", default="fp32,fp16,8,7,6,5,4,3,2", help="comma list: fp32,fp16,bf16,2..16")
     p.add_argument("--episodes", type=int, default=100, help="episodes per evaluation seed")
     p.add_argument("--seeds", type=int, default=3, help="evaluation seeds")
@@ -167,6 +222,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
 
     w = subparsers.add_parser("weights", help="weight histograms with the quantization grid + stats")
     _policy_args(w)
+    w.add_argument(
+        "--env", default=None, help="env the policy was trained on (default: meta.json / zoo file name)"
+    )
     w.add_argument("--bits", default="8")
     w.add_argument("--per-channel-linear", action="store_true")
     w.add_argument("--out", required=True)
@@ -193,12 +251,20 @@ def add_bench_parser(bench_subparsers: argparse._SubParsersAction) -> None:
     """Register ``deploy`` under ``actorq bench``."""
     d = bench_subparsers.add_parser("deploy", help="fp32 vs int8 policy latency / memory / size (Table 4/6)")
     d.add_argument("--out", default="reports/studies/deploy")
-    d.add_argument("--policies", default="I,II,III", help="I (3x64), II (3x256), III (4096-512-1024)")
+    d.add_argument(
+        "--policies",
+        default="I,II,III",
+        help="I (3x64), II (3x256), III (4096-512-1024); ignored with --policy",
+    )
     d.add_argument("--backends", default="onnx,torchscript")
     d.add_argument("--obs-dim", type=int, default=512)
     d.add_argument("--iters", type=int, default=2000)
     d.add_argument("--no-memory-limit", action="store_true", help="skip the RLIMIT_AS runs")
     d.add_argument("--models-dir", default=None, help="keep the exported models here (default: temporary)")
+    _policy_args(d, required=False)
+    d.add_argument(
+        "--env", default=None, help="with --policy: the env it was trained on (default: zoo file name)"
+    )
     d.set_defaults(func=cmd_bench_deploy)
 
 

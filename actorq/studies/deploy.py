@@ -58,10 +58,14 @@ def export_models(
     name: str, hidden: list[int], obs_dim: int, out: Path, backends: list[str]
 ) -> dict[str, Path]:
     """Export fp32 and int8 versions of one policy; returns ``{"onnx-fp32": path, ...}``."""
+    return export_module(build_mlp(hidden, obs_dim), name, obs_dim, out, backends)
+
+
+def export_module(model: Any, name: str, obs_dim: int, out: Path, backends: list[str]) -> dict[str, Path]:
+    """Export a Linear/activation ``nn.Sequential`` in fp32 and int8 per backend."""
     import torch
 
     out.mkdir(parents=True, exist_ok=True)
-    model = build_mlp(hidden, obs_dim)
     dummy = torch.zeros(1, obs_dim)
     paths: dict[str, Path] = {}
     if "onnx" in backends:

@@ -10,6 +10,8 @@ returns are real game scores over all lives, unclipped.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -17,7 +19,7 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.env_util import make_atari_env, make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
-from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecFrameStack
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecFrameStack, VecNormalize
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +52,54 @@ def is_atari(env_id: str) -> bool:
     return "ale_py" in str(spec.entry_point)
 
 
+@dataclass(frozen=True, eq=False)
+class EnvSpec:
+    """A gymnasium env plus the observation pipeline a loaded (zoo) policy was trained with."""
+
+    env_id: str
+    """Gymnasium id that is built."""
+    source_id: str | None = None
+    """Id the policy was trained on when it differs (a gym v3 MuJoCo id run on v4), else None."""
+    wrapper: Callable[[gym.Env], gym.Env] | None = None
+    """Applied to every env copy after ``Monitor`` (e.g. sb3-contrib's TimeFeatureWrapper)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``gym.make`` (the zoo's ``env_kwargs``)."""
+    obs_norm: Any = None
+    """Frozen VecNormalize statistics (``mean``, ``var``, ``clip_obs``, ``epsilon``) or None."""
+
+    def __str__(self) -> str:
+        return self.env_id
+
+
+def env_label(env: str | EnvSpec) -> str:
+    """The gymnasium id of a plain id or an :class:`EnvSpec`."""
+    return env if isinstance(env, str) else env.env_id
+
+
+def _make_spec_env(spec: EnvSpec, n_envs: int, seed: int, env_kwargs: dict[str, Any]) -> VecEnv:
+    venv = make_vec_env(
+        spec.env_id, n_envs=n_envs, seed=seed, env_kwargs={**spec.env_kwargs, **env_kwargs},
+        vec_env_cls=DummyVecEnv, wrapper_class=spec.wrapper,
+    )  # fmt: skip
+    if spec.obs_norm is None:
+        return venv
+    n = spec.obs_norm
+    if tuple(np.shape(n.mean)) != venv.observation_space.shape:
+        venv.close()
+        raise ValueError(
+            f"vecnormalize statistics have shape {np.shape(n.mean)}, {spec.env_id} observations "
+            f"{venv.observation_space.shape}"
+        )
+    # Evaluation mode: statistics frozen, rewards left as the env reports them.
+    norm = VecNormalize(
+        venv, training=False, norm_obs=True, norm_reward=False, clip_obs=n.clip_obs, epsilon=n.epsilon
+    )
+    norm.obs_rms.mean, norm.obs_rms.var = np.array(n.mean), np.array(n.var)
+    return norm
+
+
 def make_env(
-    env_id: str,
+    env_id: str | EnvSpec,
     n_envs: int = 1,
     seed: int = 0,
     max_episode_steps: int | None = None,
@@ -60,7 +108,7 @@ def make_env(
     """Build a seeded ``DummyVecEnv`` (one process: the studies run on few cores).
 
     Args:
-        env_id: Gymnasium id.
+        env_id: Gymnasium id, or an :class:`EnvSpec` (wrappers and observation normalization of a zoo policy).
         n_envs: Parallel copies (env ``i`` is seeded with ``seed + i``).
         seed: Base seed.
         max_episode_steps: Optional time limit override (useful to bound Atari evaluation).
@@ -72,6 +120,8 @@ def make_env(
     env_kwargs: dict[str, Any] = {}
     if max_episode_steps is not None:
         env_kwargs["max_episode_steps"] = max_episode_steps
+    if isinstance(env_id, EnvSpec):
+        return _make_spec_env(env_id, n_envs, seed, env_kwargs)
     if is_atari(env_id):
         register_ale()
         if env_id.startswith("ALE/"):
@@ -96,7 +146,7 @@ def eval_seed(seed_index: int, base: int = 1000) -> int:
 
 def evaluate(
     model: BaseAlgorithm,
-    env_id: str,
+    env_id: str | EnvSpec,
     episodes: int,
     seed: int,
     n_envs: int = 4,
@@ -109,7 +159,7 @@ def evaluate(
 
     Args:
         model: Trained SB3 model (possibly with quantized weights).
-        env_id: Gymnasium id.
+        env_id: Gymnasium id or :class:`EnvSpec`.
         episodes: Number of episodes in total.
         seed: Environment seed.
         n_envs: Env copies stepped in lockstep (batched inference).
@@ -130,7 +180,7 @@ def evaluate(
 
 
 def record_observations(
-    model: BaseAlgorithm, env_id: str, steps: int, seed: int, max_episode_steps: int | None = None
+    model: BaseAlgorithm, env_id: str | EnvSpec, steps: int, seed: int, max_episode_steps: int | None = None
 ) -> np.ndarray:
     """Observations visited by the deterministic policy, for activation-range calibration.
 

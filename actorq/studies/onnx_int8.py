@@ -42,15 +42,18 @@ OPSET = 13
 WEIGHT_ZERO_POINT = 128  # int8 code + 128 = the uint8 stored in the graph
 
 
-def _linears(model: nn.Sequential) -> list[tuple[nn.Linear, bool]]:
-    """(Linear, followed-by-ReLU) pairs of a Linear/ReLU MLP."""
+_ACT_OPS = {nn.ReLU: "Relu", nn.Tanh: "Tanh"}  # activations after a Linear -> ONNX operator
+
+
+def _linears(model: nn.Sequential) -> list[tuple[nn.Linear, str]]:
+    """(Linear, ONNX op of the activation after it or ``Identity``) pairs of a Linear/ReLU/Tanh MLP."""
     mods = list(model)
     out = []
     for i, m in enumerate(mods):
         if isinstance(m, nn.Linear):
-            out.append((m, i + 1 < len(mods) and isinstance(mods[i + 1], nn.ReLU)))
-        elif not isinstance(m, nn.ReLU):
-            raise TypeError(f"only Linear/ReLU MLPs are exported, found {type(m).__name__}")
+            out.append((m, _ACT_OPS.get(type(mods[i + 1]), "Identity") if i + 1 < len(mods) else "Identity"))
+        elif type(m) not in _ACT_OPS:
+            raise TypeError(f"only Linear/ReLU/Tanh MLPs are exported, found {type(m).__name__}")
     return out
 
 
@@ -62,11 +65,11 @@ def _io(obs_dim: int, n_out: int) -> tuple[onnx.ValueInfoProto, onnx.ValueInfoPr
 
 
 def export_fp32(model: nn.Sequential, obs_dim: int, path: str | Path) -> Path:
-    """fp32 graph: ``MatMul`` + ``Add`` (+ ``Relu``) per layer."""
+    """fp32 graph: ``MatMul`` + ``Add`` (+ ``Relu``/``Tanh``) per layer."""
     nodes, inits = [], []
     x = "obs"
     layers = _linears(model)
-    for i, (lin, relu) in enumerate(layers):
+    for i, (lin, act) in enumerate(layers):
         w = lin.weight.detach().cpu().numpy().T.astype(np.float32)
         b = lin.bias.detach().cpu().numpy().astype(np.float32)
         inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
@@ -75,7 +78,7 @@ def export_fp32(model: nn.Sequential, obs_dim: int, path: str | Path) -> Path:
             helper.make_node("MatMul", [x, f"w{i}"], [f"mm{i}"]),
             helper.make_node("Add", [f"mm{i}", f"b{i}"], [f"a{i}"]),
         ]
-        nodes.append(helper.make_node("Relu" if relu else "Identity", [f"a{i}"], [y]))
+        nodes.append(helper.make_node(act, [f"a{i}"], [y]))
         x = y
     return _save(nodes, inits, obs_dim, layers[-1][0].out_features, path)
 
@@ -94,7 +97,7 @@ def export_int8(model: nn.Sequential, obs_dim: int, path: str | Path, per_channe
     with zero point 128 so that ONNX Runtime runs its u8 x u8 kernels, exact on every CPU (module docstring).
 
     Args:
-        model: Linear/ReLU MLP.
+        model: Linear/ReLU/Tanh MLP.
         obs_dim: Input width.
         path: Output ``.onnx``.
         per_channel: One weight scale per output unit (else per tensor).
@@ -102,7 +105,7 @@ def export_int8(model: nn.Sequential, obs_dim: int, path: str | Path, per_channe
     nodes, inits = [], []
     x = "obs"
     layers = _linears(model)
-    for i, (lin, relu) in enumerate(layers):
+    for i, (lin, act) in enumerate(layers):
         codes, scale = _int8_weights(lin, per_channel)
         wq = (codes.T.astype(np.int16) + WEIGHT_ZERO_POINT).astype(np.uint8)  # (in, out)
         inits += [
@@ -119,7 +122,7 @@ def export_int8(model: nn.Sequential, obs_dim: int, path: str | Path, per_channe
             helper.make_node("Mul", [f"xs{i}", f"ws{i}"], [f"sc{i}"]),
             helper.make_node("Mul", [f"mf{i}", f"sc{i}"], [f"dq{i}"]),
             helper.make_node("Add", [f"dq{i}", f"b{i}"], [f"a{i}"]),
-            helper.make_node("Relu" if relu else "Identity", [f"a{i}"], [y]),
+            helper.make_node(act, [f"a{i}"], [y]),
         ]
         x = y
     return _save(nodes, inits, obs_dim, layers[-1][0].out_features, path)
@@ -142,13 +145,15 @@ def reference_int8(model: nn.Sequential, obs: np.ndarray, per_channel: bool = Fa
     match this to float rounding; a kernel that saturates its accumulation does not.
     """
     h = np.asarray(obs, np.float32)
-    for lin, relu in _linears(model):
+    for lin, act in _linears(model):
         codes, wscale = _int8_weights(lin, per_channel)
         xq, xscale, xzero = _dynamic_quantize(h)
         acc = (xq - xzero) @ codes.T.astype(np.int64)
         h = acc.astype(np.float32) * (xscale * wscale) + lin.bias.detach().cpu().numpy().astype(np.float32)
-        if relu:
+        if act == "Relu":
             h = np.maximum(h, np.float32(0))
+        elif act == "Tanh":
+            h = np.tanh(h)
     return h
 
 

@@ -127,7 +127,7 @@ def unquantize_policy(model: BaseAlgorithm, state: dict[str, torch.Tensor]) -> N
 
 def run_ptq(
     model: BaseAlgorithm,
-    env_id: str,
+    env_id: str | envs.EnvSpec,
     cfg: PtqConfig,
     out: str | Path | None = None,
     title: str = "",
@@ -178,14 +178,14 @@ def run_ptq(
                 "layers_total": len(report["layers"]),
             }
         )
-        logger.info("PTQ %s %s: %.1f +/- %.1f", env_id, scheme.label, allr.mean(), allr.std())
+        logger.info("PTQ %s %s: %.1f +/- %.1f", envs.env_label(env_id), scheme.label, allr.mean(), allr.std())
         unquantize_policy(model, fp32_state)
     base = rows[0]["mean"]
     for row in rows:
         row["E%"] = relative_error(base, row["mean"])
     result = {
-        "title": title or env_id,
-        "env_id": env_id,
+        "title": title or envs.env_label(env_id),
+        "env_id": envs.env_label(env_id),
         "config": {**cfg.__dict__, "precisions": precisions},
         "rows": rows,
         "layers": layer_reports,

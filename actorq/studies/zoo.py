@@ -1,4 +1,7 @@
-"""Train and load the stable-baselines3 policies the studies quantize (no pretrained downloads exist here).
+"""Train and load the stable-baselines3 policies the studies quantize.
+
+Loading takes this toolkit's run directories, RL Baselines3 Zoo agent directories and bare SB3 zips, all read
+without unpickling (:mod:`actorq.studies.sb3_zip`, :mod:`actorq.studies.zoo_env`); nothing is downloaded.
 
 Hyperparameters follow rl-baselines3-zoo where it has a tuned set for the task family (CartPole, MuJoCo,
 Atari), trimmed so that a CPU core trains a usable CartPole policy in seconds. A trained model is saved as
@@ -10,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from stable_baselines3.common.noise import NormalActionNoise
 from stable_baselines3.common.utils import LinearSchedule
 from torch import nn
 
-from actorq.studies import envs
+from actorq.studies import envs, sb3_zip, zoo_env
 
 logger = logging.getLogger(__name__)
 
@@ -151,52 +153,62 @@ def train(
 
 
 def _guess_algo(zip_path: Path) -> str:
-    """Algorithm of an SB3 zip without metadata, from the attributes its ``data`` JSON stores."""
-    with zipfile.ZipFile(zip_path) as zf:
-        data = json.loads(zf.read("data"))
-    if "clip_range" in data:
-        return "ppo"
-    if "exploration_rate" in data or "target_update_interval" in data:
-        return "dqn"
-    if "ent_coef" in data and "target_entropy" in data:
-        return "sac"
-    if "policy_delay" in data:
-        return "td3" if data.get("policy_delay", 1) != 1 or data.get("target_policy_noise", 0) else "ddpg"
-    if "normalize_advantage" in data or "rms_prop_eps" in data:
-        return "a2c"
-    raise ValueError(f"cannot tell the algorithm of {zip_path}; pass --algo")
+    """Algorithm of an SB3 zip without metadata (see :func:`actorq.studies.sb3_zip.detect_algo`)."""
+    data, state, _ = sb3_zip.read_zip(Path(zip_path))
+    return sb3_zip.detect_algo(data, state)
 
 
 def resolve_policy(path: str | Path) -> tuple[Path, dict[str, Any]]:
-    """Zip path and metadata for a run directory or a bare SB3 ``.zip``."""
-    path = Path(path)
-    zip_path = path / "model.zip" if path.is_dir() else path
-    if not zip_path.exists():
-        raise FileNotFoundError(f"no SB3 policy at {zip_path}")
-    meta_path = zip_path.parent / "meta.json"
+    """Zip path and toolkit metadata (``meta.json``, if any) for a run/zoo directory or a bare ``.zip``."""
+    files = zoo_env.locate(path)
+    meta_path = files.zip_path.parent / "meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    return zip_path, meta
+    return files.zip_path, meta
 
 
 def load_policy(
     path: str | Path, algo: str | None = None, env_id: str | None = None
 ) -> tuple[BaseAlgorithm, dict]:
-    """Load a toolkit run directory or a user-supplied SB3 ``.zip`` on CPU.
+    """Load a toolkit run directory, a zoo agent directory or a bare SB3 ``.zip`` on CPU, unpickling nothing.
+
+    Weights come from ``policy.pth`` (``torch.load(weights_only=True)``), spaces and architecture from the
+    zip's readable JSON fields and weight shapes (:mod:`actorq.studies.sb3_zip`); a zoo directory's
+    ``config.yml`` and ``vecnormalize.pkl`` are read safely (:mod:`actorq.studies.zoo_env`).
 
     Args:
-        path: Run directory (with ``model.zip``/``meta.json``) or a ``.zip``.
-        algo: Algorithm name when there is no ``meta.json`` (guessed from the zip otherwise).
-        env_id: Env id (overrides the metadata).
+        path: Run directory (``model.zip`` + ``meta.json``), zoo directory (one ``<env>.zip`` plus optional
+            ``config.yml``/``vecnormalize.pkl``/``evaluations.npz``) or a ``.zip``.
+        algo: Algorithm name (else ``meta.json``, the zoo's ``<algo>/<env>`` folder, or detected from the zip).
+        env_id: Env id the policy was trained on (else ``meta.json`` or the zoo file name).
 
     Returns:
-        The model and its metadata (``algo``/``env_id`` filled in).
+        The model and its metadata: ``algo``, ``env_id`` (as trained), ``env`` (the :class:`EnvSpec` to
+        evaluate on: mapped id, wrapper, observation normalization), ``path``, ``evaluations``, ``sb3_version``.
     """
-    zip_path, meta = resolve_policy(path)
-    algo = (algo or meta.get("algo") or _guess_algo(zip_path)).lower()
-    meta = {**meta, "algo": algo, "path": str(zip_path)}
-    if env_id:
-        meta["env_id"] = env_id
-    model = ALGOS[algo].load(zip_path, device="cpu")
+    files = zoo_env.locate(path)
+    meta_path = files.zip_path.parent / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    cfg = zoo_env.read_config(files.config) if files.config else None
+    if cfg is not None and cfg.get("policy", "MlpPolicy") != "MlpPolicy":
+        raise sb3_zip.ZipLoadError(f"{files.config}: policy {cfg['policy']!r}; only MlpPolicy is supported")
+    hint = algo or meta.get("algo") or files.algo_hint
+    loaded = sb3_zip.load_zip(files.zip_path, hint, zoo_env.config_policy_kwargs(cfg) if cfg else None)
+    requested = env_id or meta.get("env_id") or files.env_hint
+    if not requested:
+        raise ValueError(f"cannot tell which env {files.zip_path} was trained on: pass --env")
+    model = loaded.model
+    spec = zoo_env.env_spec(requested, files, cfg, model.observation_space, model.action_space)
+    meta = {
+        **meta,
+        "algo": loaded.algo,
+        "env_id": requested,
+        "env": spec,
+        "path": str(files.zip_path),
+        "sb3_version": loaded.sb3_version,
+        "num_timesteps": loaded.data.get("num_timesteps"),
+        "evaluations": str(files.evaluations) if files.evaluations else None,
+        "vecnormalize": str(files.vecnormalize) if files.vecnormalize else None,
+    }
     return model, meta
 
 
@@ -209,6 +221,8 @@ def deployed_modules(model: BaseAlgorithm) -> dict[str, nn.Module]:
     pol = model.policy
     if isinstance(model, DQN):
         return {"q_net": pol.q_net}
+    if hasattr(pol, "quantile_net"):  # sb3-contrib QR-DQN
+        return {"quantile_net": pol.quantile_net}
     if isinstance(model, (TD3, SAC)):  # DDPG subclasses TD3
         return {"actor": pol.actor}
     return {"policy": pol}
@@ -219,6 +233,8 @@ def training_only_modules(model: BaseAlgorithm) -> dict[str, nn.Module]:
     pol = model.policy
     if isinstance(model, DQN):
         return {"q_net_target": pol.q_net_target}
+    if hasattr(pol, "quantile_net_target"):
+        return {"quantile_net_target": pol.quantile_net_target}
     if isinstance(model, (TD3, SAC)):
         out = {"critic": pol.critic, "critic_target": pol.critic_target}
         if hasattr(pol, "actor_target"):

@@ -1,0 +1,371 @@
+"""Load a Stable-Baselines3 ``model.zip`` without executing anything pickled in it.
+
+SB3's own ``load`` unpickles (cloudpickle) several fields of the zip's ``data`` JSON: the policy class, the
+spaces, schedules. A zip a user was handed can therefore run arbitrary code when loaded that way. Here only plain
+JSON is read:
+
+- weights: ``policy.pth`` with ``torch.load(weights_only=True)``;
+- spaces: the readable attributes SB3 writes beside each pickled space (``dtype``, ``shape``/``_shape``,
+  ``low``/``high`` as printed arrays, ``n``);
+- architecture: the hidden sizes come from the weight shapes themselves; the activation from the readable
+  ``policy_kwargs.activation_fn`` repr, else the zoo's ``config.yml``, else the algorithm's default;
+- algorithm: the readable ``policy_class.__module__`` and the hyperparameter fields (or a caller's hint).
+
+A fresh SB3 model of that algorithm and shape is then built and the weights are loaded into it strictly, so every
+study (PTQ, weight plots, deployment) sees an ordinary ``BaseAlgorithm``. Supports A2C, PPO, DQN, QR-DQN (with
+``sb3-contrib``), DDPG, TD3 and SAC with ``MlpPolicy`` on Box/Discrete spaces; anything else is refused with the
+field that made it so.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
+from stable_baselines3.common.base_class import BaseAlgorithm
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_ALGOS = ("a2c", "ppo", "dqn", "qrdqn", "ddpg", "td3", "sac")
+_SB3_CLASSES: dict[str, type[BaseAlgorithm]] = {
+    "a2c": A2C, "ppo": PPO, "dqn": DQN, "ddpg": DDPG, "td3": TD3, "sac": SAC,
+}  # fmt: skip
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    c.__name__: c
+    for c in (
+        nn.ReLU,
+        nn.Tanh,
+        nn.ELU,
+        nn.LeakyReLU,
+        nn.SiLU,
+        nn.GELU,
+        nn.Sigmoid,
+        nn.Softplus,
+        nn.SELU,
+        nn.Mish,
+    )
+}
+DEFAULT_ACTIVATION = {"a2c": "Tanh", "ppo": "Tanh"}  # every other algorithm's MlpPolicy defaults to ReLU
+# Policy classes whose MlpPolicy is what this loader rebuilds (their ``__init__`` qualname in the data JSON).
+MLP_POLICY_CLASSES = {"ActorCriticPolicy", "DQNPolicy", "QRDQNPolicy", "TD3Policy", "SACPolicy", "MlpPolicy"}
+# policy_kwargs that only shape training (optimizer, init): safe to drop for a policy that is only evaluated.
+TRAINING_ONLY_KWARGS = {
+    "optimizer_class",
+    "optimizer_kwargs",
+    "ortho_init",
+    "log_std_init",
+    "normalize_images",
+}
+
+
+class ZipLoadError(ValueError):
+    """The zip cannot be loaded safely or is not a supported MlpPolicy model; the message says why."""
+
+
+@dataclass
+class LoadedZip:
+    """A model rebuilt from a zip, with what was read to rebuild it."""
+
+    model: BaseAlgorithm
+    algo: str
+    data: dict[str, Any]
+    sb3_version: str
+    policy_kwargs: dict[str, Any]
+
+
+def read_zip(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor], str]:
+    """The ``data`` JSON, the ``policy.pth`` state dict (weights only) and the SB3 version string."""
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise ZipLoadError(f"{path} is not a readable zip file ({e})") from None
+    with zf:
+        names = set(zf.namelist())
+        for member in ("data", "policy.pth"):
+            if member not in names:
+                raise ZipLoadError(f"{path} has no {member!r} member: not a Stable-Baselines3 model zip")
+        try:
+            data = json.loads(zf.read("data"))
+        except json.JSONDecodeError as e:
+            raise ZipLoadError(f"{path}: 'data' is not JSON ({e})") from None
+        try:
+            state = torch.load(io.BytesIO(zf.read("policy.pth")), map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError/RuntimeError for refused content
+            raise ZipLoadError(f"{path}: policy.pth is not a plain tensor state dict ({e})") from None
+        version = (
+            zf.read("_stable_baselines3_version").decode().strip()
+            if "_stable_baselines3_version" in names
+            else "?"
+        )
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ZipLoadError(f"{path}: policy.pth is not a state dict of tensors")
+    return data, state, version
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    """The readable attributes of a JSON field (SB3 writes them beside ``:serialized:``)."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if not k.startswith(":")}
+
+
+def parse_array(text: Any, shape: tuple[int, ...], field: str) -> np.ndarray:
+    """An array printed by numpy (``'[-1. -1. -8.]'``, ``'-2.0'``) back to numbers of ``shape``."""
+    if isinstance(text, (int, float)):
+        return np.full(shape, float(text))
+    if not isinstance(text, str) or "..." in text:
+        raise ZipLoadError(f"field {field} is not stored as a readable array (only in pickled form)")
+    try:
+        vals = np.array([float(t) for t in text.replace("[", " ").replace("]", " ").split()], np.float64)
+    except ValueError:
+        raise ZipLoadError(f"field {field} is not a readable array: {text[:80]!r}") from None
+    n = int(np.prod(shape))
+    if vals.size == 1 and n != 1:
+        vals = np.full(n, vals[0])
+    if vals.size != n:
+        raise ZipLoadError(f"field {field} has {vals.size} values, its shape {shape} needs {n}")
+    return vals.reshape(shape)
+
+
+def parse_space(data: dict[str, Any], name: str) -> spaces.Space:
+    """Rebuild ``observation_space``/``action_space`` (Box or Discrete) from its readable attributes."""
+    raw = data.get(name)
+    if raw is None:
+        raise ZipLoadError(f"the zip's data has no {name!r} field")
+    kind = str(raw.get(":type:", "")) if isinstance(raw, dict) else ""
+    attrs = _plain(raw)
+    if kind.endswith(".Discrete'>"):
+        if "n" not in attrs:
+            raise ZipLoadError(f"field {name}.n is only stored in pickled form")
+        return spaces.Discrete(int(attrs["n"]), start=int(attrs.get("start", 0)))
+    if kind.endswith(".Box'>"):
+        shape = attrs.get("_shape", attrs.get("shape"))
+        if shape is None or "dtype" not in attrs:
+            raise ZipLoadError(f"fields {name}.shape/dtype are only stored in pickled form")
+        shape = tuple(int(s) for s in shape)
+        dtype = np.dtype(attrs["dtype"])
+        low = parse_array(attrs.get("low"), shape, f"{name}.low")
+        high = parse_array(attrs.get("high"), shape, f"{name}.high")
+        return spaces.Box(low.astype(dtype), high.astype(dtype), shape=shape, dtype=dtype)
+    raise ZipLoadError(
+        f"{name} is {kind or 'missing its type'}: only Box and Discrete spaces (MlpPolicy) are supported"
+    )
+
+
+def detect_algo(data: dict[str, Any], state: dict[str, torch.Tensor]) -> str:
+    """Algorithm name from the readable ``policy_class.__module__`` and hyperparameter fields."""
+    module = str(_plain(data.get("policy_class")).get("__module__", ""))
+    if module.startswith("sb3_contrib.qrdqn") or any(k.startswith("quantile_net.") for k in state):
+        return "qrdqn"
+    if module.startswith("sb3_contrib"):
+        raise ZipLoadError(f"policy_class is from {module}: only QR-DQN of sb3-contrib is supported")
+    if module == "stable_baselines3.dqn.policies" or any(k.startswith("q_net.") for k in state):
+        return "dqn"
+    if module == "stable_baselines3.sac.policies" or "actor.latent_pi.0.weight" in state:
+        return "sac"
+    if module == "stable_baselines3.td3.policies" or any(k.startswith("actor.mu.") for k in state):
+        # DDPG is TD3 with one critic update per actor update and no target smoothing noise clip.
+        return "ddpg" if data.get("policy_delay") == 1 and data.get("target_noise_clip") == 0.0 else "td3"
+    if any(k.startswith("mlp_extractor.") for k in state):
+        return "ppo" if "clip_range" in data or "n_epochs" in data else "a2c"
+    raise ZipLoadError(f"cannot tell the algorithm from policy_class {module or '(unreadable)'}; pass --algo")
+
+
+def _check_policy_class(data: dict[str, Any]) -> None:
+    init = str(_plain(data.get("policy_class")).get("__init__", ""))
+    m = re.search(r"<function (\w+)\.__init__", init)
+    if m and m.group(1) not in MLP_POLICY_CLASSES:
+        raise ZipLoadError(
+            f"policy_class is {m.group(1)}: only MlpPolicy models are supported ({sorted(MLP_POLICY_CLASSES)})"
+        )
+
+
+def activation_from_text(text: str, field: str) -> type[nn.Module]:
+    """``"<class 'torch.nn.modules.activation.ReLU'>"`` / ``"nn.ReLU"`` -> ``nn.ReLU`` (allow-listed names)."""
+    m = re.fullmatch(
+        r"(?:<class ')?(?:torch\.nn\.modules\.activation\.|(?:th\.|torch\.)?nn\.)(\w+)(?:'>)?", text
+    )
+    if not m or m.group(1) not in ACTIVATIONS:
+        raise ZipLoadError(f"field {field} = {text!r} is not one of the activations {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[m.group(1)]
+
+
+def _layer_sizes(state: dict[str, torch.Tensor], prefix: str) -> list[int]:
+    """Output widths of the Linear layers ``prefix.<i>.weight``, in index order."""
+    idx = sorted(
+        int(m.group(1))
+        for k in state
+        if (m := re.fullmatch(re.escape(prefix) + r"\.(\d+)\.weight", k)) and state[k].ndim == 2
+    )
+    return [int(state[f"{prefix}.{i}.weight"].shape[0]) for i in idx]
+
+
+def infer_architecture(algo: str, state: dict[str, torch.Tensor], n_actions: int | None) -> dict[str, Any]:
+    """``net_arch`` (and ``n_critics`` / ``n_quantiles``) from the weight shapes of ``policy.pth``."""
+    if algo in ("ppo", "a2c"):
+        if _layer_sizes(state, "mlp_extractor.shared_net"):
+            raise ZipLoadError(
+                "policy_kwargs.net_arch has shared layers (SB3 < 1.8 net_arch=[n, dict(...)]), "
+                "which this Stable-Baselines3 version cannot build"
+            )
+        return {
+            "net_arch": dict(
+                pi=_layer_sizes(state, "mlp_extractor.policy_net"),
+                vf=_layer_sizes(state, "mlp_extractor.value_net"),
+            )
+        }
+    prefix = {"td3": "actor.mu", "ddpg": "actor.mu", "sac": "actor.latent_pi", "dqn": "q_net.q_net"}.get(
+        algo, "quantile_net.quantile_net"
+    )
+    if algo not in ("ppo", "a2c") and not _layer_sizes(state, prefix):
+        raise ZipLoadError(f"policy.pth has no {prefix}.<i>.weight layers: not an {algo.upper()} MlpPolicy")
+    critics = sorted({m.group(1) for k in state if (m := re.match(r"critic\.qf(\d+)\.", k))})
+    if algo in ("td3", "ddpg"):
+        return {
+            "net_arch": dict(
+                pi=_layer_sizes(state, "actor.mu")[:-1], qf=_layer_sizes(state, "critic.qf0")[:-1]
+            ),
+            "n_critics": len(critics),
+        }
+    if algo == "sac":
+        return {
+            "net_arch": dict(
+                pi=_layer_sizes(state, "actor.latent_pi"), qf=_layer_sizes(state, "critic.qf0")[:-1]
+            ),
+            "n_critics": len(critics),
+        }
+    if algo == "dqn":
+        return {"net_arch": _layer_sizes(state, "q_net.q_net")[:-1]}
+    if algo == "qrdqn":
+        sizes = _layer_sizes(state, "quantile_net.quantile_net")
+        return {"net_arch": sizes[:-1], "n_quantiles": sizes[-1] // (n_actions or 1)}
+    raise ZipLoadError(f"unknown algorithm {algo!r}; choose from {list(SUPPORTED_ALGOS)}")
+
+
+def policy_kwargs_from(
+    data: dict[str, Any], algo: str, config_kwargs: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Constructor ``policy_kwargs`` from the zip's readable fields, the zoo config, then the defaults.
+
+    Args:
+        data: The zip's data JSON.
+        algo: Algorithm name.
+        config_kwargs: ``policy_kwargs`` parsed from the zoo's ``config.yml`` (or None).
+    """
+    raw = data.get("policy_kwargs") or {}
+    fields = _plain(raw)
+    pickled_only = isinstance(raw, dict) and ":serialized:" in raw and not fields
+    if pickled_only and config_kwargs is None:
+        raise ZipLoadError(
+            "field policy_kwargs is only stored in pickled form and there is no config.yml to rebuild it from"
+        )
+    source = {**(config_kwargs or {}), **fields} if not pickled_only else dict(config_kwargs or {})
+    out: dict[str, Any] = {}
+    for key, val in source.items():
+        if key in TRAINING_ONLY_KWARGS or key in ("net_arch", "n_critics", "n_quantiles"):
+            continue  # training-only, or read from the weight shapes
+        if key == "activation_fn":
+            out[key] = (
+                val if isinstance(val, type) else activation_from_text(str(val), f"policy_kwargs.{key}")
+            )
+        elif key == "features_extractor_class":
+            if "FlattenExtractor" not in str(getattr(val, "__name__", val)):
+                raise ZipLoadError(
+                    f"policy_kwargs.{key} = {val!r}: only the default FlattenExtractor is supported"
+                )
+        elif isinstance(val, str) and val.startswith("<"):
+            raise ZipLoadError(f"field policy_kwargs.{key} is only stored in pickled form ({val[:60]})")
+        else:
+            out[key] = val
+    out.setdefault("activation_fn", ACTIVATIONS[DEFAULT_ACTIVATION.get(algo, "ReLU")])
+    return out
+
+
+def algo_class(algo: str) -> type[BaseAlgorithm]:
+    """The SB3 (or sb3-contrib) class of ``algo``; QR-DQN needs the ``sb3-contrib`` package."""
+    if algo == "qrdqn":
+        try:
+            from sb3_contrib import QRDQN
+        except ImportError:
+            raise ZipLoadError(
+                "this is a QR-DQN model: loading it needs the 'sb3-contrib' package, which is not installed "
+                "(pip install sb3-contrib matching stable-baselines3)"
+            ) from None
+        return QRDQN
+    if algo not in _SB3_CLASSES:
+        raise ZipLoadError(f"unknown algorithm {algo!r}; choose from {list(SUPPORTED_ALGOS)}")
+    return _SB3_CLASSES[algo]
+
+
+def build_model(
+    algo: str,
+    obs_space: spaces.Space,
+    act_space: spaces.Space,
+    policy_kwargs: dict[str, Any],
+    state: dict[str, torch.Tensor],
+) -> BaseAlgorithm:
+    """A fresh CPU model of ``algo`` for these spaces with ``state`` loaded strictly (eval mode)."""
+    cls = algo_class(algo)
+    extra: dict[str, Any] = {}
+    if algo in ("dqn", "qrdqn", "ddpg", "td3", "sac"):
+        extra["buffer_size"] = 1  # only evaluated: no replay buffer of a million rows
+    if algo == "sac":  # SAC's "auto" target entropy reads model.env, which a loaded model has not got
+        extra["target_entropy"] = -float(np.prod(act_space.shape))
+    model = cls(
+        "MlpPolicy", env=None, device="cpu", policy_kwargs=policy_kwargs, _init_setup_model=False, **extra
+    )
+    model.observation_space, model.action_space, model.n_envs = obs_space, act_space, 1
+    model._setup_model()
+    result = model.policy.load_state_dict(state, strict=False)
+    own = model.policy.state_dict()
+    bad = [k for k in state if k in own and own[k].shape != state[k].shape]
+    if result.missing_keys or result.unexpected_keys or bad:
+        raise ZipLoadError(
+            f"policy.pth does not fit an {algo.upper()} MlpPolicy with {policy_kwargs}: missing "
+            f"{result.missing_keys[:6]}, unexpected {result.unexpected_keys[:6]}, shape mismatch {bad[:6]}"
+        )
+    model.policy.set_training_mode(False)
+    return model
+
+
+def load_zip(
+    path: str | Path, algo: str | None = None, config_kwargs: dict[str, Any] | None = None
+) -> LoadedZip:
+    """Rebuild the SB3 model stored in ``path`` without unpickling anything.
+
+    Args:
+        path: The ``.zip``.
+        algo: Algorithm name (detected from the zip when None).
+        config_kwargs: ``policy_kwargs`` from the zoo's ``config.yml`` for fields the zip only has pickled.
+
+    Raises:
+        ZipLoadError: naming the field or member that prevents a safe load.
+    """
+    path = Path(path)
+    data, state, version = read_zip(path)
+    _check_policy_class(data)
+    algo = (algo or detect_algo(data, state)).lower()
+    algo_class(algo)  # an unknown algorithm or a missing sb3-contrib is reported before anything else
+    obs_space = parse_space(data, "observation_space")
+    act_space = parse_space(data, "action_space")
+    if isinstance(obs_space, spaces.Box) and len(obs_space.shape) != 1:
+        raise ZipLoadError(f"observation_space has shape {obs_space.shape}: MlpPolicy needs a flat vector")
+    n_actions = int(act_space.n) if isinstance(act_space, spaces.Discrete) else None
+    pk = policy_kwargs_from(data, algo, config_kwargs)
+    pk.update(infer_architecture(algo, state, n_actions))
+    if algo in ("ddpg", "td3", "sac") and not isinstance(act_space, spaces.Box):
+        raise ZipLoadError(f"{algo.upper()} needs a Box action_space, the zip has {act_space}")
+    model = build_model(algo, obs_space, act_space, pk, state)
+    logger.info("loaded %s (SB3 %s) as %s %s without unpickling", path, version, algo, pk)
+    return LoadedZip(model=model, algo=algo, data=data, sb3_version=version, policy_kwargs=pk)
