@@ -13,8 +13,9 @@ JSON is read:
 
 A fresh SB3 model of that algorithm and shape is then built and the weights are loaded into it strictly, so every
 study (PTQ, weight plots, deployment) sees an ordinary ``BaseAlgorithm``. Supports A2C, PPO, DQN, QR-DQN (with
-``sb3-contrib``), DDPG, TD3 and SAC with ``MlpPolicy`` on Box/Discrete spaces; anything else is refused with the
-field that made it so.
+``sb3-contrib``), DDPG, TD3 and SAC with ``MlpPolicy`` on Box/Discrete spaces, and A2C, PPO and DQN with
+``CnnPolicy`` (NatureCNN on image observations, e.g. Atari; ``normalize_images`` read as trained); anything else
+is refused with the field that made it so.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
 DEFAULT_ACTIVATION = {"a2c": "Tanh", "ppo": "Tanh"}  # every other algorithm's MlpPolicy defaults to ReLU
 # Policy classes whose MlpPolicy is what this loader rebuilds (their ``__init__`` qualname in the data JSON).
 MLP_POLICY_CLASSES = {"ActorCriticPolicy", "DQNPolicy", "QRDQNPolicy", "TD3Policy", "SACPolicy", "MlpPolicy"}
+# Image policies (NatureCNN features, e.g. Atari) of A2C/PPO and DQN: rebuilt as ``CnnPolicy``.
+CNN_POLICY_CLASSES = {"ActorCriticCnnPolicy", "CnnPolicy"}
 # policy_kwargs that only shape training (optimizer, init): safe to drop for a policy that is only evaluated.
 TRAINING_ONLY_KWARGS = {
     "optimizer_class",
@@ -138,6 +141,13 @@ def parse_array(text: Any, shape: tuple[int, ...], field: str) -> np.ndarray:
     return vals.reshape(shape)
 
 
+def _readable(attrs: dict[str, Any], key: str) -> Any:
+    value = attrs.get(key)
+    if isinstance(value, str) and "..." in value and isinstance(attrs.get(f"{key}_repr"), str):
+        return attrs[f"{key}_repr"]
+    return value
+
+
 def parse_space(data: dict[str, Any], name: str) -> spaces.Space:
     """Rebuild ``observation_space``/``action_space`` (Box or Discrete) from its readable attributes."""
     raw = data.get(name)
@@ -155,8 +165,9 @@ def parse_space(data: dict[str, Any], name: str) -> spaces.Space:
             raise ZipLoadError(f"fields {name}.shape/dtype are only stored in pickled form")
         shape = tuple(int(s) for s in shape)
         dtype = np.dtype(attrs["dtype"])
-        low = parse_array(attrs.get("low"), shape, f"{name}.low")
-        high = parse_array(attrs.get("high"), shape, f"{name}.high")
+        # Large arrays (images) are printed with "...": SB3 also writes low_repr/high_repr, a scalar when uniform.
+        low = parse_array(_readable(attrs, "low"), shape, f"{name}.low")
+        high = parse_array(_readable(attrs, "high"), shape, f"{name}.high")
         return spaces.Box(low.astype(dtype), high.astype(dtype), shape=shape, dtype=dtype)
     raise ZipLoadError(
         f"{name} is {kind or 'missing its type'}: only Box and Discrete spaces (MlpPolicy) are supported"
@@ -177,18 +188,25 @@ def detect_algo(data: dict[str, Any], state: dict[str, torch.Tensor]) -> str:
     if module == "stable_baselines3.td3.policies" or any(k.startswith("actor.mu.") for k in state):
         # DDPG is TD3 with one critic update per actor update and no target smoothing noise clip.
         return "ddpg" if data.get("policy_delay") == 1 and data.get("target_noise_clip") == 0.0 else "td3"
-    if any(k.startswith("mlp_extractor.") for k in state):
+    if any(k.startswith("mlp_extractor.") for k in state) or {"action_net.weight", "value_net.weight"} <= set(
+        state
+    ):
         return "ppo" if "clip_range" in data or "n_epochs" in data else "a2c"
     raise ZipLoadError(f"cannot tell the algorithm from policy_class {module or '(unreadable)'}; pass --algo")
 
 
-def _check_policy_class(data: dict[str, Any]) -> None:
+def _check_policy_class(data: dict[str, Any]) -> str:
+    """``"MlpPolicy"`` or ``"CnnPolicy"`` from the readable ``policy_class.__init__``; anything else is refused."""
     init = str(_plain(data.get("policy_class")).get("__init__", ""))
     m = re.search(r"<function (\w+)\.__init__", init)
+    if m and m.group(1) in CNN_POLICY_CLASSES:
+        return "CnnPolicy"
     if m and m.group(1) not in MLP_POLICY_CLASSES:
         raise ZipLoadError(
-            f"policy_class is {m.group(1)}: only MlpPolicy models are supported ({sorted(MLP_POLICY_CLASSES)})"
+            f"policy_class is {m.group(1)}: only MlpPolicy and CnnPolicy models are supported "
+            f"({sorted(MLP_POLICY_CLASSES | CNN_POLICY_CLASSES)})"
         )
+    return "MlpPolicy"
 
 
 def activation_from_text(text: str, field: str) -> type[nn.Module]:
@@ -314,17 +332,16 @@ def build_model(
     act_space: spaces.Space,
     policy_kwargs: dict[str, Any],
     state: dict[str, torch.Tensor],
+    policy: str = "MlpPolicy",
 ) -> BaseAlgorithm:
-    """A fresh CPU model of ``algo`` for these spaces with ``state`` loaded strictly (eval mode)."""
+    """A fresh CPU ``policy`` model of ``algo`` for these spaces with ``state`` loaded strictly (eval mode)."""
     cls = algo_class(algo)
     extra: dict[str, Any] = {}
     if algo in ("dqn", "qrdqn", "ddpg", "td3", "sac"):
         extra["buffer_size"] = 1  # only evaluated: no replay buffer of a million rows
     if algo == "sac":  # SAC's "auto" target entropy reads model.env, which a loaded model has not got
         extra["target_entropy"] = -float(np.prod(act_space.shape))
-    model = cls(
-        "MlpPolicy", env=None, device="cpu", policy_kwargs=policy_kwargs, _init_setup_model=False, **extra
-    )
+    model = cls(policy, env=None, device="cpu", policy_kwargs=policy_kwargs, _init_setup_model=False, **extra)
     model.observation_space, model.action_space, model.n_envs = obs_space, act_space, 1
     model._setup_model()
     result = model.policy.load_state_dict(state, strict=False)
@@ -332,11 +349,32 @@ def build_model(
     bad = [k for k in state if k in own and own[k].shape != state[k].shape]
     if result.missing_keys or result.unexpected_keys or bad:
         raise ZipLoadError(
-            f"policy.pth does not fit an {algo.upper()} MlpPolicy with {policy_kwargs}: missing "
+            f"policy.pth does not fit an {algo.upper()} {policy} with {policy_kwargs}: missing "
             f"{result.missing_keys[:6]}, unexpected {result.unexpected_keys[:6]}, shape mismatch {bad[:6]}"
         )
     model.policy.set_training_mode(False)
     return model
+
+
+def _cnn_kwargs(
+    algo: str, data: dict[str, Any], state: dict[str, torch.Tensor], obs_space: spaces.Space
+) -> dict[str, Any]:
+    """NatureCNN settings of an image policy: features width from the weights, image scaling as trained."""
+    if algo not in ("a2c", "ppo", "dqn"):
+        raise ZipLoadError(f"CnnPolicy is supported for A2C, PPO and DQN, not {algo.upper()}")
+    if not isinstance(obs_space, spaces.Box) or len(obs_space.shape) != 3:
+        raise ZipLoadError(f"a CnnPolicy needs an image observation_space [C, H, W], the zip has {obs_space}")
+    key = next((k for k in state if k.endswith("features_extractor.linear.0.weight")), None)
+    if key is None or not any(k.endswith("features_extractor.cnn.0.weight") for k in state):
+        raise ZipLoadError("policy.pth has no NatureCNN features_extractor.cnn/linear layers")
+    # normalize_images changes what the network computes (pixels / 255): read it, default as SB3 does.
+    normalize = _plain(data.get("policy_kwargs")).get("normalize_images", True)
+    if not isinstance(normalize, bool):
+        raise ZipLoadError(f"field policy_kwargs.normalize_images = {normalize!r} is not a boolean")
+    return {
+        "features_extractor_kwargs": {"features_dim": int(state[key].shape[0])},
+        "normalize_images": normalize,
+    }
 
 
 def load_zip(
@@ -354,18 +392,20 @@ def load_zip(
     """
     path = Path(path)
     data, state, version = read_zip(path)
-    _check_policy_class(data)
+    policy = _check_policy_class(data)
     algo = (algo or detect_algo(data, state)).lower()
     algo_class(algo)  # an unknown algorithm or a missing sb3-contrib is reported before anything else
     obs_space = parse_space(data, "observation_space")
     act_space = parse_space(data, "action_space")
-    if isinstance(obs_space, spaces.Box) and len(obs_space.shape) != 1:
-        raise ZipLoadError(f"observation_space has shape {obs_space.shape}: MlpPolicy needs a flat vector")
     n_actions = int(act_space.n) if isinstance(act_space, spaces.Discrete) else None
     pk = policy_kwargs_from(data, algo, config_kwargs)
     pk.update(infer_architecture(algo, state, n_actions))
+    if policy == "CnnPolicy":
+        pk.update(_cnn_kwargs(algo, data, state, obs_space))
+    elif isinstance(obs_space, spaces.Box) and len(obs_space.shape) != 1:
+        raise ZipLoadError(f"observation_space has shape {obs_space.shape}: MlpPolicy needs a flat vector")
     if algo in ("ddpg", "td3", "sac") and not isinstance(act_space, spaces.Box):
         raise ZipLoadError(f"{algo.upper()} needs a Box action_space, the zip has {act_space}")
-    model = build_model(algo, obs_space, act_space, pk, state)
+    model = build_model(algo, obs_space, act_space, pk, state, policy)
     logger.info("loaded %s (SB3 %s) as %s %s without unpickling", path, version, algo, pk)
     return LoadedZip(model=model, algo=algo, data=data, sb3_version=version, policy_kwargs=pk)

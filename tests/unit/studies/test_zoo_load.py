@@ -184,8 +184,54 @@ def test_unknown_activation_and_non_mlp_policy_refused(tmp_path: Path) -> None:
         path,
         lambda d: d["policy_class"].update({"__init__": "<function ActorCriticCnnPolicy.__init__ at 0x1>"}),
     )
-    with pytest.raises(sb3_zip.ZipLoadError, match="only MlpPolicy"):
+    with pytest.raises(sb3_zip.ZipLoadError, match="CnnPolicy needs an image observation_space"):
         sb3_zip.load_zip(path)
+    _rewrite_data(
+        path, lambda d: d["policy_class"].update({"__init__": "<function MultiInputPolicy.__init__ at 0x1>"})
+    )
+    with pytest.raises(sb3_zip.ZipLoadError, match="only MlpPolicy and CnnPolicy"):
+        sb3_zip.load_zip(path)
+
+
+class _ImageEnv(gym.Env):
+    """Atari-shaped observations (84x84x4 uint8), as `actorq zoo train` makes for Atari with frame stacking."""
+
+    observation_space = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
+    action_space = gym.spaces.Discrete(4)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("cls", [PPO, A2C, DQN], ids=lambda c: c.__name__)
+def test_image_policies_load_weights_only(cls: type, tmp_path: Path) -> None:
+    """CnnPolicy (NatureCNN) zips, e.g. Atari agents, are rebuilt without unpickling, computing the same actions."""
+    kwargs = {"buffer_size": 10} if cls is DQN else {}
+    original = cls("CnnPolicy", _ImageEnv(), device="cpu", seed=0, **kwargs)
+    path = tmp_path / "cnn.zip"
+    original.save(path)
+    marker = tmp_path / "unpickled"
+    _rewrite_data(
+        path,
+        lambda d: [
+            v.__setitem__(":serialized:", _trap_payload(marker))
+            for v in d.values()
+            if isinstance(v, dict) and ":serialized:" in v
+        ],
+    )
+    loaded = sb3_zip.load_zip(path)
+    assert loaded.algo == cls.__name__.lower() and not marker.exists()
+    assert loaded.policy_kwargs["normalize_images"] is True
+    ref, got = original.policy.state_dict(), loaded.model.policy.state_dict()
+    assert ref.keys() == got.keys() and all(torch.equal(ref[k], got[k]) for k in ref)
+    obs = np.stack([original.observation_space.sample() for _ in range(4)])
+    np.testing.assert_array_equal(
+        loaded.model.predict(obs, deterministic=True)[0], original.predict(obs, deterministic=True)[0]
+    )
 
 
 def test_qrdqn_needs_sb3_contrib_or_loads(tmp_path: Path) -> None:
