@@ -1,7 +1,7 @@
 """Learner role: Acme's TF learner in full precision, publishing fp32 weights for the quantizer.
 
 Publishing runs on a background thread with a one-slot mailbox (newest wins), so encoding and inserting a 34 MB
-message never stalls learning.
+message never stalls learning. Messages are signed with the run's key (the quantizer and evaluator verify them).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from actorq.config import ExperimentConfig
 from actorq.envs import make_environment
 from actorq.learners import configure_tensorflow, make_learner
 from actorq.quantize.codec import encode_message
+from actorq.quantize.signing import LEARNER_STREAM, WeightsKey
 from actorq.replay import LEARNER_WEIGHTS_TABLE, ReverbWeightPublisher, connect
 from actorq.replay.tables import environment_spec_for
 from actorq.roles.common import RoleBase, StallWatchdog
@@ -25,8 +26,9 @@ log = logging.getLogger(__name__)
 class _BackgroundPublisher:
     """Encodes and publishes the newest variables on a thread; older pending ones are dropped."""
 
-    def __init__(self, publisher: ReverbWeightPublisher):
+    def __init__(self, publisher: ReverbWeightPublisher, key: WeightsKey | None):
         self._publisher = publisher
+        self._key = key
         self._pending = None
         self._cv = threading.Condition()
         self._closed = False
@@ -54,7 +56,13 @@ class _BackgroundPublisher:
             try:
                 # The version of a learner message is its step: monotonic, also across a resume.
                 buf = encode_message(
-                    variables, version=step, learner_step=step, precision="fp32", comm_bits=32
+                    variables,
+                    version=step,
+                    learner_step=step,
+                    precision="fp32",
+                    comm_bits=32,
+                    key=self._key,
+                    stream=LEARNER_STREAM,
                 )
                 self._publisher.publish(buf)
                 self.last_bytes = int(buf.nbytes)
@@ -78,9 +86,18 @@ class LearnerRole(RoleBase):
     name = "learner"
 
     def __init__(
-        self, config: ExperimentConfig, run_dir: str | Path, address: str, connect_timeout_s: float = 60
+        self,
+        config: ExperimentConfig,
+        run_dir: str | Path,
+        address: str,
+        connect_timeout_s: float = 60,
+        *,
+        weights_key: WeightsKey | None,
     ):
+        """``weights_key``: the run's key; None (``--insecure-weights`` only) publishes unsigned weights."""
         super().__init__(config, run_dir)
+        if weights_key is None:
+            log.warning("learner PUBLISHES UNSIGNED WEIGHTS (--insecure-weights)")
         self.gpus = configure_tensorflow()
         log.info("learner devices: %s", self.gpus or "CPU only")
         client = connect(address, timeout_s=connect_timeout_s)
@@ -90,7 +107,9 @@ class LearnerRole(RoleBase):
         # Acme adds "checkpoints/<subdirectory>" itself: RUN_DIR/checkpoints/learner.
         ckpt = self.run_dir if config.learner.checkpoint_period_s > 0 else None
         self.learner = make_learner(config, spec, address, checkpoint_dir=ckpt)
-        self._publisher = _BackgroundPublisher(ReverbWeightPublisher(client, LEARNER_WEIGHTS_TABLE))
+        self._publisher = _BackgroundPublisher(
+            ReverbWeightPublisher(client, LEARNER_WEIGHTS_TABLE), weights_key
+        )
         self._start_step = self.learner.steps
         if self._start_step:
             log.info("resumed learner at step %d", self._start_step)

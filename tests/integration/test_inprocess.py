@@ -35,5 +35,10 @@ def test_all_roles_in_process(tmp_path, algorithm):
     replay_rows = (tmp_path / "replay" / "metrics.csv").read_text().splitlines()
     assert len(replay_rows) >= 2  # transitions arrived in replay (inserts column)
     assert summary["threads_alive_after_stop"] == []
+    # Signed by default: the launcher made the run's key, 0600, and the summary names the run, not the key.
+    key_file = tmp_path / "secrets" / "weights.key"
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert summary["weights_signing"]["scheme"] == "hmac-sha256"
+    assert key_file.read_text().strip() not in (tmp_path / "summary.json").read_text()
     leftover = {t.name for t in threading.enumerate()} - before
     assert not {n for n in leftover if n in ("learner", "quantizer", "evaluator") or n.startswith("actor_")}
