@@ -199,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmarks")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
     _add_optional(bench_sub, "actorq.bench.policy", "add_parser")
+    _add_optional(bench_sub, "actorq.bench.signing", "add_parser")
     _add_optional(bench_sub, "actorq.bench.actors", "add_parser")
     _add_optional(bench_sub, "actorq.bench.ablation", "add_parser")
     _add_optional(bench_sub, "actorq.bench.acme_baseline", "add_parser")
