@@ -5,8 +5,9 @@ explicit TF-to-torch mapping the quantizer uses (parity-tested against TF). Each
 wall time, learner steps and total actor steps (the experience table's insert count).
 
 Both kinds of weights are authenticated with the run's key before they are decoded; a rejected message is logged
-and counted (``rejected_messages``), and the evaluation waits for the next period. Learner weights older than the
-ones last evaluated are refused as stale.
+and counted (``rejected_messages``), and the evaluation waits for the next period. Learner weights older (by
+version) than the ones last evaluated are skipped: a replayed older message, or a replay table restored from its
+checkpoint.
 """
 
 from __future__ import annotations
@@ -22,12 +23,7 @@ from actorq.config import ExperimentConfig
 from actorq.envs import make_environment
 from actorq.metrics import evaluation_row
 from actorq.networks.mapping import tf_to_torch_state
-from actorq.quantize.codec import (
-    UnauthenticatedMessageError,
-    WeightMessageError,
-    decode_message,
-    read_header,
-)
+from actorq.quantize.codec import WeightMessageError, decode_message, read_header
 from actorq.quantize.signing import LEARNER_STREAM, POLICY_STREAM, WeightsKey
 from actorq.replay import (
     LEARNER_WEIGHTS_TABLE,
@@ -73,7 +69,7 @@ class EvaluatorRole(RoleBase):
         self.evaluations = 0
         self.replay_errors = 0
         self.rejected = 0
-        self._learner_step = -1  # of the last learner weights evaluated
+        self._learner_version = -1  # of the last learner weights evaluated
         self.best_return: float | None = None
 
     def step(self) -> None:
@@ -94,6 +90,8 @@ class EvaluatorRole(RoleBase):
         self._first = False
         try:
             learner_step = self._load_fp32(buf)
+            if learner_step is None:
+                return
         except WeightMessageError as exc:
             self.rejected += 1
             log.error("evaluator rejected learner weights: %s: %s", type(exc).__name__, exc)
@@ -118,19 +116,22 @@ class EvaluatorRole(RoleBase):
             "eval @ learner step %d, actor steps %d: return %.1f", learner_step, inserts, row["eval_return"]
         )
 
-    def _load_fp32(self, buf) -> int:
+    def _load_fp32(self, buf) -> int | None:
+        """Load authentic learner weights; their learner step, or None when they are older than the last ones."""
         header = read_header(buf, key=self._key, stream=LEARNER_STREAM)  # authenticated before decoding
-        if header.learner_step < self._learner_step:
-            raise UnauthenticatedMessageError(
-                f"stale learner message at step {header.learner_step}: step {self._learner_step} was already "
-                "evaluated (a replayed older message)"
+        if header.version < self._learner_version:
+            log.info(
+                "evaluator: learner weights v%d older than v%d evaluated; skipped",
+                header.version,
+                self._learner_version,
             )
+            return None
         message = decode_message(buf)
         state = tf_to_torch_state(
             self.config.algorithm, message.float32_state(), tuple(self.config.network.policy_layers)
         )
         self._fp32.load_state(state, version=message.version, learner_step=message.learner_step)
-        self._learner_step = message.learner_step
+        self._learner_version = message.version
         return message.learner_step
 
     def _evaluate_quantized(self) -> dict[str, float]:

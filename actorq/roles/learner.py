@@ -2,6 +2,9 @@
 
 Publishing runs on a background thread with a one-slot mailbox (newest wins), so encoding and inserting a 34 MB
 message never stalls learning. Messages are signed with the run's key (the quantizer and evaluator verify them).
+Their version is the learner step plus an offset that keeps versions increasing across a ``--resume`` from a
+checkpoint older than the last published weights (``RUN_DIR/learner/published_version.json``): the quantizer never
+uses a learner message older than the last one it used, so the resumed learner's must be newer.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from actorq.quantize.codec import encode_message
 from actorq.quantize.signing import LEARNER_STREAM, WeightsKey
 from actorq.replay import LEARNER_WEIGHTS_TABLE, ReverbWeightPublisher, connect
 from actorq.replay.tables import environment_spec_for
-from actorq.roles.common import RoleBase, StallWatchdog
+from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +29,13 @@ log = logging.getLogger(__name__)
 class _BackgroundPublisher:
     """Encodes and publishes the newest variables on a thread; older pending ones are dropped."""
 
-    def __init__(self, publisher: ReverbWeightPublisher, key: WeightsKey | None):
+    def __init__(
+        self, publisher: ReverbWeightPublisher, key: WeightsKey | None, record: VersionRecord, offset: int
+    ):
         self._publisher = publisher
         self._key = key
+        self._record = record
+        self._offset = offset
         self._pending = None
         self._cv = threading.Condition()
         self._closed = False
@@ -54,10 +61,10 @@ class _BackgroundPublisher:
                 self._pending = None
             started = time.perf_counter()
             try:
-                # The version of a learner message is its step: monotonic, also across a resume.
+                # Its step plus the offset: monotonic, also across a resume.
                 buf = encode_message(
                     variables,
-                    version=step,
+                    version=step + self._offset,
                     learner_step=step,
                     precision="fp32",
                     comm_bits=32,
@@ -65,6 +72,7 @@ class _BackgroundPublisher:
                     stream=LEARNER_STREAM,
                 )
                 self._publisher.publish(buf)
+                self._record.write(step + self._offset, learner_step=step)
                 self.last_bytes = int(buf.nbytes)
                 self.published += 1
             except Exception:
@@ -107,8 +115,14 @@ class LearnerRole(RoleBase):
         # Acme adds "checkpoints/<subdirectory>" itself: RUN_DIR/checkpoints/learner.
         ckpt = self.run_dir if config.learner.checkpoint_period_s > 0 else None
         self.learner = make_learner(config, spec, address, checkpoint_dir=ckpt)
+        record = VersionRecord(
+            self.dir / "published_version.json", weights_key.run_id_hex if weights_key else ""
+        )
+        offset = max(0, record.read() + 1 - self.learner.steps)
+        if offset:
+            log.info("learner message versions continue above v%d (step + %d)", record.read(), offset)
         self._publisher = _BackgroundPublisher(
-            ReverbWeightPublisher(client, LEARNER_WEIGHTS_TABLE), weights_key
+            ReverbWeightPublisher(client, LEARNER_WEIGHTS_TABLE), weights_key, record, offset
         )
         self._start_step = self.learner.steps
         if self._start_step:

@@ -4,9 +4,9 @@ Versions keep increasing across restarts: a restarted quantizer continues above 
 already in the policy table and the last version its own metrics recorded (the table may have been restored from an
 older replay checkpoint), and the last version it published (``RUN_DIR/quantizer/published_version.json``, written
 on every publish). Learner messages are authenticated with the run's key before they are decoded, and every
-message published is signed with it. A restarted quantizer also ignores learner messages older than the last one
-it quantized (same record), so replaying an old signed learner message at its restart can't roll actors back;
-after a learner ``--resume`` that lost steps past its checkpoint, it waits until the learner is past that step. While replay is unreachable (restarting, link down) it keeps polling with backoff; after
+message published is signed with it. A restarted quantizer also ignores learner messages older (by version) than
+the last one it quantized (same record), so replaying an old signed learner message at its restart can't roll
+actors back; a resumed learner's messages are newer (its versions continue above its last published ones). While replay is unreachable (restarting, link down) it keeps polling with backoff; after
 ``connect_timeout_s`` of failures it exits non-zero and the launcher restarts it.
 """
 
@@ -68,8 +68,9 @@ class QuantizerRole(RoleBase):
         self._policy_sub = ReverbWeightSubscriber(client, POLICY_TABLE)
         self._layers = tuple(config.network.policy_layers)
         self.version = self._resume_version()
+        self.learner_step = -1
         # Strictly older learner messages are refused after a restart; the one it quantized last may come again.
-        self.learner_step = self._published.read("learner_step") - 1
+        self.learner_version = self._published.read("learner_version") - 1
         self.times = {"convert_ms": 0.0, "quantize_ms": 0.0, "publish_ms": 0.0}
         self.message_bytes = 0
         self.published = 0
@@ -115,7 +116,7 @@ class QuantizerRole(RoleBase):
         tag = bytes(buf[-TAG_BYTES:])
         try:
             header = read_header(buf, key=self._key, stream=LEARNER_STREAM)  # authenticated before decoding
-            if header.learner_step <= self.learner_step:
+            if header.version <= self.learner_version:
                 self._handled_tag = tag
                 time.sleep(self.config.quantizer.poll_interval_s)
                 return
@@ -164,9 +165,10 @@ class QuantizerRole(RoleBase):
         t2 = time.perf_counter()
         self._sink.publish(message)
         t3 = time.perf_counter()
-        self._published.write(self.version + 1, learner_step=learner_msg.learner_step)
+        self._published.write(self.version + 1, learner_version=learner_msg.version)
         self.version += 1
         self.learner_step = learner_msg.learner_step
+        self.learner_version = learner_msg.version
         self.published += 1
         self.message_bytes = int(message.nbytes)
         self.times = {
