@@ -1,6 +1,6 @@
 """``actorq bench signing``: what signing and verifying weight messages costs, on one core.
 
-The message is the paper-size policy's (D4PG 3x2048, obs 24, act 6) at int8 on the wire (~8.4 MB), as the
+The message is the paper-size policy's (D4PG 3x2048, obs 24, act 6) at int8 on the wire (~8.5 MB), as the
 quantizer publishes it and every actor pulls it. Measured, interleaved per repeat, median and p90 in ms:
 
 * ``sign``: HMAC-SHA256 over the message (``signing.sign``), the quantizer's extra work per publish;
