@@ -42,3 +42,16 @@ def test_all_roles_in_process(tmp_path, algorithm):
     assert key_file.read_text().strip() not in (tmp_path / "summary.json").read_text()
     leftover = {t.name for t in threading.enumerate()} - before
     assert not {n for n in leftover if n in ("learner", "quantizer", "evaluator") or n.startswith("actor_")}
+
+
+def test_insecure_weights_run_unsigned_and_every_actor_says_so(tmp_path, caplog):
+    config = tiny_config("dqn", max_actor_steps=300, max_minutes=3)
+    with caplog.at_level("WARNING"):
+        code = run_inprocess(config, tmp_path, quiet=True, poll_s=0.2, insecure_weights=True)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert code == 0, summary.get("errors")
+    assert summary["min_broadcasts_received"] >= 1 and summary["rejected_messages"] == 0
+    assert summary["weights_signing"]["scheme"].startswith("none")
+    assert not (tmp_path / "secrets").exists()
+    for i in range(config.actor.num_actors):
+        assert f"actor {i} ACCEPTS UNSIGNED WEIGHTS" in caplog.text
