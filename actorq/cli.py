@@ -79,28 +79,38 @@ def cmd_train(args: argparse.Namespace) -> int:
     if not args.resume and (run_dir / "summary.json").exists():
         (run_dir / "summary.json").unlink()
     sys.stdout.write(f"run directory: {run_dir}\n")
+    insecure = args.insecure_weights
     if config.launcher == "local":
         from launch.local import LocalLauncher
 
-        return LocalLauncher(config, run_dir, config_path, quiet=args.quiet).run()
+        return LocalLauncher(config, run_dir, config_path, quiet=args.quiet, insecure_weights=insecure).run()
     if config.launcher == "launchpad":
         from launch.launchpad_launcher import LaunchpadLauncher
 
-        return LaunchpadLauncher(config, run_dir, config_path, quiet=args.quiet).run()
+        return LaunchpadLauncher(
+            config, run_dir, config_path, quiet=args.quiet, insecure_weights=insecure
+        ).run()
     from launch.inprocess import run_inprocess
 
-    return run_inprocess(config, run_dir, quiet=args.quiet)
+    return run_inprocess(config, run_dir, quiet=args.quiet, insecure_weights=insecure)
 
 
 # -- role ---------------------------------------------------------------------------------------------------------
 def cmd_role(args: argparse.Namespace) -> int:
     from actorq.roles import main as role_main
     from actorq.roles.common import setup_logging
+    from actorq.roles.weights_key import KEY_ROLES, WeightsKeyError, resolve_weights_key
 
     setup_logging(args.log_level)
     config = load_config(args.config, args.overrides)
     if args.role != "replay" and not args.replay_address:
         raise CliError(f"role {args.role} needs --replay-address HOST:PORT (the replay role's address)")
+    key = None
+    if args.role in KEY_ROLES:
+        try:
+            key = resolve_weights_key(args.run_dir, args.weights_key_file, args.insecure_weights)
+        except WeightsKeyError as exc:
+            raise CliError(str(exc)) from None
     code = role_main(
         args.role,
         config,
@@ -109,6 +119,8 @@ def cmd_role(args: argparse.Namespace) -> int:
         index=args.index,
         port=args.port,
         connect_timeout_s=args.connect_timeout,
+        weights_key=key,
+        insecure_weights=args.insecure_weights,
     )
     # Everything the role owns is flushed by now. Skip interpreter teardown: Reverb/TF native threads can block
     # it (e.g. a writer still waiting on a rate limiter), and a role must exit promptly when asked to stop.
@@ -153,6 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int)
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
     train.add_argument("--quiet", action="store_true", help="no live progress view")
+    train.add_argument(
+        "--insecure-weights",
+        action="store_true",
+        help="no weights key: unsigned weight messages, which anyone who reaches the replay port can forge",
+    )
     train.set_defaults(func=cmd_train)
 
     role = sub.add_parser(
@@ -165,6 +182,17 @@ def build_parser() -> argparse.ArgumentParser:
     role.add_argument("--port", type=int, help="replay: port to serve on (default: config or a free one)")
     role.add_argument("--index", type=int, default=0, help="actor: its index (sets exploration and seed)")
     role.add_argument("--connect-timeout", type=float, default=60.0, help="seconds to retry reaching replay")
+    role.add_argument(
+        "--weights-key-file",
+        metavar="PATH",
+        help="the run's weights key (RUN_DIR/secrets/weights.key, or a Docker secret); default: "
+        "$ACTORQ_WEIGHTS_KEY_FILE, else RUN_DIR/secrets/weights.key",
+    )
+    role.add_argument(
+        "--insecure-weights",
+        action="store_true",
+        help="run without a key: sign nothing, accept unsigned weights (only on a network only you can reach)",
+    )
     role.add_argument("--log-level", default="INFO")
     role.add_argument("overrides", nargs="*")
     role.set_defaults(func=cmd_role)
@@ -175,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmarks")
     bench_sub = bench.add_subparsers(dest="bench", required=True)
     _add_optional(bench_sub, "actorq.bench.policy", "add_parser")
+    _add_optional(bench_sub, "actorq.bench.signing", "add_parser")
     _add_optional(bench_sub, "actorq.bench.actors", "add_parser")
     _add_optional(bench_sub, "actorq.bench.ablation", "add_parser")
     _add_optional(bench_sub, "actorq.bench.acme_baseline", "add_parser")
@@ -212,10 +241,11 @@ def main(argv: list[str] | None = None) -> int:
             level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s: %(message)s", datefmt="%H:%M:%S"
         )
     from actorq.envs import UnknownTaskError
+    from actorq.roles.weights_key import WeightsKeyError
 
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, UnknownTaskError, CliError) as exc:
+    except (ConfigError, UnknownTaskError, CliError, WeightsKeyError) as exc:
         sys.stderr.write(f"error: {exc}\n")
         return EXIT_USAGE
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from actorq.config import ExperimentConfig, save_config
 from actorq.roles import build_role
+from actorq.roles.weights_key import describe, ensure_run_key, load_key_file
 from launch.monitor import RunMonitor, format_summary
 from launch.topology import topology
 
@@ -18,11 +19,20 @@ log = logging.getLogger(__name__)
 
 
 def run_inprocess(
-    config: ExperimentConfig, run_dir: str | Path, quiet: bool = False, poll_s: float = 0.5
+    config: ExperimentConfig,
+    run_dir: str | Path,
+    quiet: bool = False,
+    poll_s: float = 0.5,
+    insecure_weights: bool = False,
 ) -> int:
-    """Run all roles as threads until a stop condition; write summary.json; return 0 (1 if a role failed)."""
+    """Run all roles as threads until a stop condition; write summary.json; return 0 (1 if a role failed).
+
+    The run's weights key is created (or, resuming, reused) in RUN_DIR/secrets unless ``insecure_weights``.
+    """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    key = None if insecure_weights else load_key_file(ensure_run_key(run_dir))
+    keyed = {"weights_key": key, "insecure_weights": insecure_weights}
     if not (run_dir / "config.yaml").exists():
         save_config(config, run_dir / "config.yaml")
     stop = threading.Event()
@@ -47,7 +57,7 @@ def run_inprocess(
     reason = "role_failed"
     try:
         for spec in topology(config)[1:]:
-            instance = build_role(spec.role, config, run_dir, address=address, index=spec.index)
+            instance = build_role(spec.role, config, run_dir, address=address, index=spec.index, **keyed)
             thread = threading.Thread(
                 target=runner, args=(instance, spec.label), name=spec.label, daemon=True
             )
@@ -75,6 +85,7 @@ def run_inprocess(
         replay_thread.join(timeout=30)
     alive = [t.name for t in threads if t.is_alive()]
     extra = {"launcher": "inprocess", "errors": errors, "threads_alive_after_stop": alive}
+    extra["weights_signing"] = describe(key)
     summary = monitor.write_summary("role_failed" if errors else reason, wall_seconds=wall, extra=extra)
     if not quiet:
         sys.stdout.write(format_summary(summary) + "\n")

@@ -27,13 +27,21 @@ from launch.topology import topology
 log = logging.getLogger(__name__)
 
 
-def run_role_node(role: str, config_path: str, run_dir: str, address: str, index: int, port: int) -> None:
-    """The body of every launchpad node: run one role; exit non-zero when it fails."""
+def run_role_node(
+    role: str, config_path: str, run_dir: str, address: str, index: int, port: int, weights_key_file: str
+) -> None:
+    """The body of every launchpad node: run one role; exit non-zero when it fails.
+
+    ``weights_key_file``: path of the run's key (the key itself never goes through launchpad); "" runs the role
+    with ``--insecure-weights``.
+    """
     from actorq.config import load_config
     from actorq.roles import main as role_main
     from actorq.roles.common import setup_logging
+    from actorq.roles.weights_key import load_key_file
 
     setup_logging()
+    needs_key = weights_key_file and role != "replay"
     code = role_main(
         role,
         load_config(config_path),
@@ -41,6 +49,8 @@ def run_role_node(role: str, config_path: str, run_dir: str, address: str, index
         address=None if role == "replay" else address,
         index=index,
         port=port if role == "replay" else None,
+        weights_key=load_key_file(weights_key_file) if needs_key else None,
+        insecure_weights=not weights_key_file,
     )
     # Like `actorq role`: skip interpreter teardown (Reverb writer destructors can block); exit with the status.
     logging.shutdown()
@@ -49,8 +59,10 @@ def run_role_node(role: str, config_path: str, run_dir: str, address: str, index
     os._exit(code)
 
 
-def build_program(config: ExperimentConfig, run_dir: Path, config_path: Path, port: int):
-    """The lp.Program: one PyNode per role, grouped by role name."""
+def build_program(
+    config: ExperimentConfig, run_dir: Path, config_path: Path, port: int, weights_key_file: Path | None
+):
+    """The lp.Program: one PyNode per role, grouped by role name (``weights_key_file`` None: insecure)."""
     import launchpad as lp
 
     address = f"localhost:{port}"
@@ -58,7 +70,16 @@ def build_program(config: ExperimentConfig, run_dir: Path, config_path: Path, po
     for spec in topology(config):
         with program.group(spec.label):
             program.add_node(
-                lp.PyNode(run_role_node, spec.role, str(config_path), str(run_dir), address, spec.index, port)
+                lp.PyNode(
+                    run_role_node,
+                    spec.role,
+                    str(config_path),
+                    str(run_dir),
+                    address,
+                    spec.index,
+                    port,
+                    str(weights_key_file or ""),
+                )
             )
     return program
 
@@ -92,7 +113,7 @@ class LaunchpadLauncher(LauncherBase):
 
         if not flags.FLAGS.is_parsed():
             flags.FLAGS.mark_as_parsed()
-        program = build_program(self.config, self.run_dir, self.config_path, self.port)
+        program = build_program(self.config, self.run_dir, self.config_path, self.port, self.weights_key_file)
         monitor = RunMonitor(self.config, self.run_dir)
         manager = lp.launch(
             program, launch_type=lp.LaunchType.LOCAL_MULTI_PROCESSING, terminal="current_terminal"
@@ -126,6 +147,7 @@ class LaunchpadLauncher(LauncherBase):
             self._stop(workers)
             manager._disable_signals()  # noqa: SLF001  (we stopped the workers ourselves)
         extra = {"launcher": "launchpad", "replay_address": self.address}
+        extra["weights_signing"] = self.weights_signing
         if failure:
             extra["failure"] = failure
         summary = monitor.write_summary(reason, wall_seconds=wall, extra=extra)

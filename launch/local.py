@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
+from actorq.roles.weights_key import describe, ensure_run_key, load_key_file
 from launch.energy import EnergyMeter
 from launch.monitor import RunMonitor, format_summary
 from launch.topology import RoleSpec, role_command, topology
@@ -59,10 +60,16 @@ def pick_port() -> int:
 
 
 class LauncherBase:
-    """What every multi-process launcher holds: the config, its run directory and the replay port/address."""
+    """What every multi-process launcher holds: the config, its run directory, the replay port/address and the
+    run's weights key file (created here for a new run, reused by ``--resume``; none with ``insecure_weights``)."""
 
     def __init__(
-        self, config: ExperimentConfig, run_dir: str | Path, config_path: str | Path, quiet: bool = False
+        self,
+        config: ExperimentConfig,
+        run_dir: str | Path,
+        config_path: str | Path,
+        quiet: bool = False,
+        insecure_weights: bool = False,
     ):
         self.config = config
         self.run_dir = Path(run_dir)
@@ -70,15 +77,27 @@ class LauncherBase:
         self.quiet = quiet
         self.port = config.replay.port or pick_port()
         self.address = f"localhost:{self.port}"
+        self.weights_key_file = None if insecure_weights else ensure_run_key(self.run_dir)
+        key = load_key_file(self.weights_key_file) if self.weights_key_file else None
+        self.weights_signing = describe(key)  # scheme and run id, never the key: for summary.json
+        if insecure_weights:
+            log.warning(
+                "--insecure-weights: weight messages are unsigned; actors accept whatever replay holds"
+            )
 
 
 class LocalLauncher(LauncherBase):
     """Runs one experiment as local subprocesses; ``run()`` returns the exit status."""
 
     def __init__(
-        self, config: ExperimentConfig, run_dir: str | Path, config_path: str | Path, quiet: bool = False
+        self,
+        config: ExperimentConfig,
+        run_dir: str | Path,
+        config_path: str | Path,
+        quiet: bool = False,
+        insecure_weights: bool = False,
     ):
-        super().__init__(config, run_dir, config_path, quiet)
+        super().__init__(config, run_dir, config_path, quiet, insecure_weights)
         self.children: list[Child] = []
         self._interrupted = False
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
@@ -94,7 +113,14 @@ class LocalLauncher(LauncherBase):
 
     def start(self) -> None:
         for spec in topology(self.config):
-            argv = role_command(spec, self.config_path, self.run_dir, self.address, self.port)
+            argv = role_command(
+                spec,
+                self.config_path,
+                self.run_dir,
+                self.address,
+                self.port,
+                weights_key_file=self.weights_key_file,
+            )
             child = Child(spec, argv, self.run_dir / "logs" / f"{spec.label}.log")
             self.children.append(child)
             self._spawn(child)
@@ -211,6 +237,7 @@ class LocalLauncher(LauncherBase):
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
         extra = {"launcher": "local", "role_exit_codes": codes, "replay_address": self.address}
+        extra["weights_signing"] = self.weights_signing
         extra["energy"] = energy.summary()
         if self.failed:
             extra["failure"] = self.failed

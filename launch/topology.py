@@ -40,8 +40,14 @@ def role_command(
     address: str,
     port: int,
     python: str | None = None,
+    *,
+    weights_key_file: str | Path | None,
 ) -> list[str]:
-    """The argv that runs ``spec`` through ``actorq role`` with this interpreter."""
+    """The argv that runs ``spec`` through ``actorq role`` with this interpreter.
+
+    ``weights_key_file``: the run's key file, passed to every role that signs or verifies weights; None runs them
+    with ``--insecure-weights``.
+    """
     cmd = [python or sys.executable, "-m", "actorq.cli", "role", spec.role, "--config", str(config_path)]
     cmd += ["--run-dir", str(run_dir)]
     if spec.role == "replay":
@@ -50,4 +56,6 @@ def role_command(
         cmd += ["--replay-address", address]
     if spec.role == "actor":
         cmd += ["--index", str(spec.index)]
+    if spec.role != "replay":
+        cmd += ["--weights-key-file", str(weights_key_file)] if weights_key_file else ["--insecure-weights"]
     return cmd

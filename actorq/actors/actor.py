@@ -3,6 +3,11 @@
 Every pull is timed into the paper's runtime breakdown (pull, decode, apply) alongside inference, env and adder
 time. A message that fails validation is logged with its specific error, counted, and ignored: the actor keeps
 acting on its last good weights.
+
+With the run's weights key, a pulled message is authenticated before anything in it is read (its HMAC tag, see
+:mod:`actorq.quantize.signing`), and a validly signed message older than the weights the actor has, or than
+``WeightState.floor`` (the last version it installed before a restart), is rejected as stale: a replayed message
+can't roll an actor back. Without a key (``--insecure-weights``) unsigned messages are accepted.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import dm_env
@@ -18,10 +24,18 @@ import numpy as np
 from actorq.actors.policy import QuantizedPolicy
 from actorq.config import ExperimentConfig
 from actorq.core import Adder, WeightSubscriber
-from actorq.quantize.codec import WeightMessageError, decode_message, read_header
+from actorq.quantize.codec import (
+    UnauthenticatedMessageError,
+    WeightMessageError,
+    decode_message,
+    read_header,
+)
+from actorq.quantize.signing import POLICY_STREAM, WeightsKey
 from actorq.types import Timers
 
 log = logging.getLogger(__name__)
+
+REJECT_LOG_PERIOD_S = 10.0
 
 
 def exploration_sigma(actor_id: int, num_actors: int, sigma_max: float) -> float:
@@ -48,6 +62,8 @@ class WeightState:
     """What the actor knows about the weights it runs."""
 
     version: int = -1
+    floor: int = -1
+    """Lowest version the actor may install: the last one it installed before it restarted (within a run)."""
     learner_step: int = -1
     received: int = 0
     rejected: int = 0
@@ -77,7 +93,11 @@ class QuantizedActor:
         action_low: np.ndarray | None = None,
         action_high: np.ndarray | None = None,
         timers: Timers | None = None,
+        key: WeightsKey | None = None,
+        on_install: Callable[[int], None] | None = None,
     ):
+        """``key``: the run's weights key (None accepts unsigned messages: ``--insecure-weights`` only);
+        ``on_install(version)`` runs after each install, e.g. to persist the version across restarts."""
         self._config = config
         self._policy = policy
         self._adder = adder
@@ -90,6 +110,9 @@ class QuantizedActor:
         self.epsilon = exploration_epsilon(actor_id, n, config.actor.epsilon_min, config.actor.epsilon_max)
         self.timers = timers or Timers()
         self.weights = WeightState()
+        self._key = key
+        self._on_install = on_install
+        self._last_reject_log = -REJECT_LOG_PERIOD_S
         self._expected = policy.expected_shapes()
         self._steps_since_pull = 0
         # Kernels whose update is dear (prepacking, a new ONNX Runtime session) prepare on the updater thread, so
@@ -156,15 +179,21 @@ class QuantizedActor:
         if buf is None:
             return None
         try:
-            header = read_header(buf)
+            # Authenticates first (with a key): the header is only read once the tag has verified.
+            header = read_header(buf, key=self._key, stream=POLICY_STREAM)
         except WeightMessageError as exc:
             self._reject(exc)
             return None
-        if header.version <= self.weights.version:
-            if header.version < self.weights.version:
-                self._reject(
-                    WeightMessageError(f"old message v{header.version} < applied v{self.weights.version}")
+        current = self.weights.version
+        if header.version == current:
+            return None  # the message already applied, offered again until a newer one is published
+        if header.version < max(current, self.weights.floor):
+            self._reject(
+                UnauthenticatedMessageError(
+                    f"stale message v{header.version}: this actor runs v{current} and never installs a version "
+                    f"below v{max(current, self.weights.floor)} (a replayed older message)"
                 )
+            )
             return None
         return buf, header
 
@@ -186,16 +215,27 @@ class QuantizedActor:
 
     def _reject(self, exc: Exception) -> None:
         self.weights.rejected += 1
-        self.weights.last_error = f"{type(exc).__name__}: {exc}"
-        log.error(
-            "rejected weight message (%s); keeping weights v%d", self.weights.last_error, self.weights.version
-        )
+        error = f"{type(exc).__name__}: {exc}"
+        # The same bad message is offered on every pull until replaced: log it when it changes, and then at most
+        # every REJECT_LOG_PERIOD_S (it is always counted), so whoever can write the table can't flood the log.
+        now = time.monotonic()
+        if error != self.weights.last_error or now - self._last_reject_log >= REJECT_LOG_PERIOD_S:
+            self._last_reject_log = now
+            log.error(
+                "rejected weight message (%s); keeping weights v%d (%d rejected so far)",
+                error,
+                self.weights.version,
+                self.weights.rejected,
+            )
+        self.weights.last_error = error
 
     def _accept(self, header) -> None:
         self.weights.version = header.version
         self.weights.learner_step = header.learner_step
         self.weights.received += 1
         self.weights.applied_at = time.monotonic()
+        if self._on_install is not None:
+            self._on_install(header.version)
 
     # -- async updates: pull/decode/prepare on a thread, swap on the acting thread -----------------------------
     def _ensure_updater(self) -> None:

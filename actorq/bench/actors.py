@@ -118,6 +118,7 @@ def run_bench(
                 comm_bits=variant.comm_bits,
                 compress=cfg.quantizer.compress,
                 per_channel=cfg.quantizer.per_channel,
+                key=pool.key,
             )
             pool.publish(message)
             load_before = os.getloadavg()[0]

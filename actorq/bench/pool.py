@@ -29,6 +29,7 @@ import numpy as np
 
 from actorq.config import ExperimentConfig, save_config
 from actorq.hardware import cpu_info
+from actorq.roles.weights_key import ensure_run_key, load_key_file
 from actorq.types import BREAKDOWN_COMPONENTS
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,9 @@ class WorkerPool:
         self.config = server_config
         self.n = n
         self.workdir = Path(tempfile.mkdtemp(prefix="actorq-bench-"))
+        # Signed messages, as in training: the actors' update cost includes verifying them.
+        self.key_file = ensure_run_key(self.workdir)
+        self.key = load_key_file(self.key_file)
         self.procs: list[subprocess.Popen] = []
         self.lines: list[queue.Queue] = []
         self.server = None
@@ -125,7 +129,7 @@ class WorkerPool:
         return self
 
     def publish(self, message: np.ndarray) -> None:
-        """Put ``message`` in the policy table (replacing the previous one)."""
+        """Put ``message`` (signed with :attr:`key`) in the policy table (replacing the previous one)."""
         self._publisher.publish(message)
 
     def _send(self, command: dict[str, Any]) -> None:
@@ -168,6 +172,7 @@ class WorkerPool:
         for i, proc in enumerate(self.procs):
             run_dir = self.workdir / f"block_{self._blocks}"
             cmd = {"cmd": "prepare", "config": str(path), "index": i, "run_dir": str(run_dir)}
+            cmd["key_file"] = str(self.key_file)
             proc.stdin.write(json.dumps(cmd) + "\n")
             proc.stdin.flush()
         self._expect_all("ready", START_TIMEOUT_S)
@@ -260,7 +265,13 @@ def worker_main(address: str) -> int:
             if cmd["cmd"] == "prepare":
                 if role is not None:
                     _close(role)
-                role = ActorRole(load_config(cmd["config"]), cmd["run_dir"], address, actor_id=cmd["index"])
+                role = ActorRole(
+                    load_config(cmd["config"]),
+                    cmd["run_dir"],
+                    address,
+                    actor_id=cmd["index"],
+                    weights_key=load_key_file(cmd["key_file"]),
+                )
                 if not role.actor.wait_for_weights(timeout_s=120):
                     raise RuntimeError("no weights in the policy table")
                 warm = time.perf_counter() + WARMUP_S

@@ -4,8 +4,9 @@
   asymmetric, per-tensor or per-channel: ``q = clamp(rint(x / s) + z, qmin, qmax)``, ``x^ = s (q - z)``.
 * ``floats``: fp16 and bfloat16 (as uint16 bit patterns, round to nearest even) casts.
 * ``packing``: dense bit packing of 2..8-bit codes (``ceil(n * bits / 8)`` bytes).
-* ``codec``: the versioned, checksummed, pickle-free weight message the learner broadcasts to actors;
-  ``message``: what it decodes to and the errors it raises.
+* ``codec``: the versioned, checksummed, signed, pickle-free weight message the learner broadcasts to actors;
+  ``message``: what it decodes to and the errors it raises; ``header``: its header checks;
+  ``signing``: HMAC-SHA256 with a per-run key (run id, per-stream keys, constant-time verification).
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from actorq.quantize.codec import (
     MESSAGE_VERSION,
     ChecksumMismatchError,
     EncodedTensor,
+    LegacyUnsignedMessageError,
     MalformedMessageError,
     MessageHeader,
     MissingTensorError,
     NonFiniteWeightsError,
     ShapeMismatchError,
     TruncatedMessageError,
+    UnauthenticatedMessageError,
     UnknownTensorError,
     UnsupportedVersionError,
     WeightMessage,
@@ -39,11 +42,22 @@ from actorq.quantize.codec import (
 )
 from actorq.quantize.floats import bf16_bits, from_bf16_bits, round_bf16, to_fp16
 from actorq.quantize.packing import pack_bits, packed_nbytes, unpack_bits
+from actorq.quantize.signing import (
+    LEARNER_STREAM,
+    POLICY_STREAM,
+    WeightsKey,
+    generate_key,
+    sign,
+    verify,
+)
 
 __all__ = [
+    "LEARNER_STREAM",
     "MESSAGE_VERSION",
+    "POLICY_STREAM",
     "ChecksumMismatchError",
     "EncodedTensor",
+    "LegacyUnsignedMessageError",
     "MalformedMessageError",
     "MessageHeader",
     "MissingTensorError",
@@ -51,10 +65,12 @@ __all__ = [
     "QParams",
     "ShapeMismatchError",
     "TruncatedMessageError",
+    "UnauthenticatedMessageError",
     "UnknownTensorError",
     "UnsupportedVersionError",
     "WeightMessage",
     "WeightMessageError",
+    "WeightsKey",
     "bf16_bits",
     "compute_qparams",
     "decode_message",
@@ -62,6 +78,7 @@ __all__ = [
     "encode_message",
     "fake_quantize",
     "from_bf16_bits",
+    "generate_key",
     "pack_bits",
     "packed_nbytes",
     "qrange",
@@ -69,6 +86,8 @@ __all__ = [
     "quantize_tensor",
     "read_header",
     "round_bf16",
+    "sign",
     "to_fp16",
     "unpack_bits",
+    "verify",
 ]

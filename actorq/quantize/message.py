@@ -26,6 +26,15 @@ class UnsupportedVersionError(WeightMessageError):
     """The message uses a format version this code can't read."""
 
 
+class UnauthenticatedMessageError(WeightMessageError):
+    """The message's signature is missing, wrong (forged, corrupted, or signed with another run's key), or it is a
+    validly signed but stale message (a version at or below one already installed: a replay)."""
+
+
+class LegacyUnsignedMessageError(UnauthenticatedMessageError, UnsupportedVersionError):
+    """A format-1 message: written before messages were signed, so it can't be authenticated (nor read)."""
+
+
 class MalformedMessageError(WeightMessageError):
     """Not an ActorQ message, or a header/payload that is internally inconsistent."""
 
@@ -58,6 +67,10 @@ class MessageHeader:
     compressed: bool
     num_tensors: int
     nbytes: int
+    signed: bool = False
+    """True when the message carries an HMAC tag (verified only when the reader passed a key)."""
+    run_id: str = ""
+    """Hex run id (key fingerprint) the message names; empty for unsigned messages."""
 
 
 @dataclass(frozen=True, eq=False)

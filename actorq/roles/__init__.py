@@ -3,6 +3,9 @@
 Each holds a class with ``step()``/``run(stop)``; :func:`main` builds one from a config and runs it until SIGTERM or
 SIGINT, which is how ``actorq role NAME`` (and so the local, launchpad and Docker launchers) start processes.
 Heavy imports (TensorFlow, torch, reverb) happen inside :func:`main`, so importing this package is cheap.
+
+Every role but replay handles weight messages and needs the run's weights key (:mod:`actorq.roles.weights_key`);
+without one it refuses to start unless it is told ``insecure_weights``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import traceback
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
+from actorq.quantize.signing import WeightsKey
 from actorq.roles.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -20,6 +24,7 @@ from actorq.roles.common import (
     install_stop_handlers,
     quiet_tensorflow,
 )
+from actorq.roles.weights_key import HOW_TO_FIX, KEY_ROLES, WeightsKeyError
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +44,18 @@ def build_role(
     index: int = 0,
     port: int | None = None,
     connect_timeout_s: float = 60,
+    weights_key: WeightsKey | None = None,
+    insecure_weights: bool = False,
 ):
-    """Construct the role object (connects to replay; may raise ReplayUnreachableError)."""
+    """Construct the role object (connects to replay; may raise ReplayUnreachableError).
+
+    Raises:
+        WeightsKeyError: A role that signs or verifies weights got no ``weights_key`` and no ``insecure_weights``.
+    """
     quiet_tensorflow()
+    if role in KEY_ROLES and weights_key is None and not insecure_weights:
+        raise WeightsKeyError(f"role {role} needs the run's weights key; {HOW_TO_FIX}")
+    keyed = {"weights_key": weights_key}
     if role == "replay":
         from actorq.roles.replay import ReplayRole
 
@@ -51,19 +65,21 @@ def build_role(
     if role == "learner":
         from actorq.roles.learner import LearnerRole
 
-        return LearnerRole(config, run_dir, address, connect_timeout_s)
+        return LearnerRole(config, run_dir, address, connect_timeout_s, **keyed)
     if role == "quantizer":
         from actorq.roles.quantizer import QuantizerRole
 
-        return QuantizerRole(config, run_dir, address, connect_timeout_s)
+        return QuantizerRole(config, run_dir, address, connect_timeout_s, **keyed)
     if role == "actor":
         from actorq.roles.actor import ActorRole
 
-        return ActorRole(config, run_dir, address, actor_id=index, connect_timeout_s=connect_timeout_s)
+        return ActorRole(
+            config, run_dir, address, actor_id=index, connect_timeout_s=connect_timeout_s, **keyed
+        )
     if role == "evaluator":
         from actorq.roles.evaluator import EvaluatorRole
 
-        return EvaluatorRole(config, run_dir, address, connect_timeout_s)
+        return EvaluatorRole(config, run_dir, address, connect_timeout_s, **keyed)
     raise ValueError(f"unknown role {role!r}; choose one of: {', '.join(ROLE_NAMES)}")
 
 
@@ -76,17 +92,28 @@ def main(
     port: int | None = None,
     connect_timeout_s: float = 60,
     stop: threading.Event | None = None,
+    weights_key: WeightsKey | None = None,
+    insecure_weights: bool = False,
 ) -> int:
-    """Run one role until stopped; returns the process exit status (0 ok, 1 failed, 3 replay unreachable)."""
+    """Run one role until stopped; returns the process exit status (0 ok, 1 failed, 3 replay unreachable).
+
+    ``weights_key``/``insecure_weights``: see :func:`build_role` (resolve a key with
+    :func:`actorq.roles.weights_key.resolve_weights_key`).
+    """
     from actorq.replay.client import ReplayUnreachableError
 
     stop = stop or threading.Event()
     install_stop_handlers(stop)
     try:
-        instance = build_role(role, config, run_dir, address, index, port, connect_timeout_s)
+        instance = build_role(
+            role, config, run_dir, address, index, port, connect_timeout_s, weights_key, insecure_weights
+        )
     except ReplayUnreachableError as exc:
         log.error("%s", exc)
         return EXIT_UNREACHABLE
+    except WeightsKeyError as exc:
+        log.error("%s", exc)
+        return EXIT_FAILED
     # main() is the entry point of a role's own process (`actorq role`, launchpad's node), so process-wide
     # figures such as CPU time belong to this role alone (not so in the in-process launcher).
     instance.own_process = True

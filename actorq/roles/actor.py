@@ -4,6 +4,9 @@ Replay faults: a write that blocks (replay restarting, link cut, rate limiter) i
 ``replay.rate_limiter_timeout_s`` and resumes by itself when Reverb reconnects; a write that fails makes the actor
 reconnect (bounded by ``connect_timeout_s``) and start a new episode. Weight pulls that fail leave the current
 weights in place; ``weights_age_s`` in the metrics says how stale they are.
+
+Weights are authenticated with the run's key; the last installed version is kept in
+``RUN_DIR/actor_<i>/weights_version.json`` so that a restarted actor never goes back below it.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from actorq.config import ExperimentConfig
 from actorq.envs import environment_spec, make_environment
 from actorq.hardware import hardware_record
 from actorq.metrics import read_metrics
+from actorq.quantize.signing import WeightsKey
 from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, connect
 from actorq.replay.experience import make_adder
-from actorq.roles.common import RoleBase, StallWatchdog
+from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
 from actorq.types import BREAKDOWN_COMPONENTS, Timers
 
 log = logging.getLogger(__name__)
@@ -76,7 +80,10 @@ class ActorRole(RoleBase):
         address: str,
         actor_id: int = 0,
         connect_timeout_s: float = 60,
+        *,
+        weights_key: WeightsKey | None,
     ):
+        """``weights_key``: the run's key; None (``--insecure-weights`` only) accepts unsigned weights."""
         super().__init__(config, run_dir, index=actor_id)
         self.actor_id = actor_id
         self._address, self._connect_timeout_s = address, connect_timeout_s
@@ -85,6 +92,9 @@ class ActorRole(RoleBase):
         self.env = make_environment(config.env, seed=seed)
         spec = environment_spec(config.env)
         self.timers = Timers()
+        installed = VersionRecord(
+            self.dir / "weights_version.json", weights_key.run_id_hex if weights_key else ""
+        )
         self.actor = QuantizedActor(
             config,
             build_policy(config),
@@ -95,7 +105,21 @@ class ActorRole(RoleBase):
             action_low=spec.action_low,
             action_high=spec.action_high,
             timers=self.timers,
+            key=weights_key,
+            on_install=installed.write,
         )
+        self.actor.weights.floor = installed.read()
+        if self.actor.weights.floor >= 0:
+            log.info(
+                "actor %d: restarted; never installs weights below v%d", actor_id, self.actor.weights.floor
+            )
+        if weights_key is None:
+            log.warning(
+                "actor %d ACCEPTS UNSIGNED WEIGHTS (--insecure-weights): anyone who can reach replay at %s can "
+                "replace the policy it runs",
+                actor_id,
+                address,
+            )
         # A restarted or resumed actor continues its own counts, so totals over the run stay right.
         previous = read_metrics(self.dir / "metrics.csv")
         self.steps = int(previous[-1].get("step") or 0) if previous else 0

@@ -3,6 +3,11 @@
 The fp32 policy is the learner's own function: its weights come from the learner-weights table through the same
 explicit TF-to-torch mapping the quantizer uses (parity-tested against TF). Each row records the return against
 wall time, learner steps and total actor steps (the experience table's insert count).
+
+Both kinds of weights are authenticated with the run's key before they are decoded; a rejected message is logged
+and counted (``rejected_messages``), and the evaluation waits for the next period. Learner weights older (by
+version) than the ones last evaluated are skipped: a replayed older message, or a replay table restored from its
+checkpoint.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from actorq.envs import make_environment
 from actorq.metrics import evaluation_row
 from actorq.networks.mapping import tf_to_torch_state
 from actorq.quantize.codec import WeightMessageError, decode_message, read_header
+from actorq.quantize.signing import LEARNER_STREAM, POLICY_STREAM, WeightsKey
 from actorq.replay import (
     LEARNER_WEIGHTS_TABLE,
     POLICY_TABLE,
@@ -38,9 +44,19 @@ class EvaluatorRole(RoleBase):
     name = "evaluator"
 
     def __init__(
-        self, config: ExperimentConfig, run_dir: str | Path, address: str, connect_timeout_s: float = 60
+        self,
+        config: ExperimentConfig,
+        run_dir: str | Path,
+        address: str,
+        connect_timeout_s: float = 60,
+        *,
+        weights_key: WeightsKey | None,
     ):
+        """``weights_key``: the run's key; None (``--insecure-weights`` only) accepts unsigned weights."""
         super().__init__(config, run_dir)
+        self._key = weights_key
+        if weights_key is None:
+            log.warning("evaluator ACCEPTS UNSIGNED WEIGHTS (--insecure-weights)")
         self._client = connect(address, timeout_s=connect_timeout_s)
         self._learner_sub = ReverbWeightSubscriber(self._client, LEARNER_WEIGHTS_TABLE)
         self._policy_sub = ReverbWeightSubscriber(self._client, POLICY_TABLE)
@@ -52,6 +68,8 @@ class EvaluatorRole(RoleBase):
         self._first = True
         self.evaluations = 0
         self.replay_errors = 0
+        self.rejected = 0
+        self._learner_version = -1  # of the last learner weights evaluated
         self.best_return: float | None = None
 
     def step(self) -> None:
@@ -72,8 +90,11 @@ class EvaluatorRole(RoleBase):
         self._first = False
         try:
             learner_step = self._load_fp32(buf)
+            if learner_step is None:
+                return
         except WeightMessageError as exc:
-            log.error("evaluator rejected learner weights: %s", exc)
+            self.rejected += 1
+            log.error("evaluator rejected learner weights: %s: %s", type(exc).__name__, exc)
             return
         started = time.monotonic()
         returns = [
@@ -85,6 +106,7 @@ class EvaluatorRole(RoleBase):
         )
         if self._quantized is not None:
             row.update(self._evaluate_quantized())
+        row["rejected_messages"] = self.rejected
         self.best_return = (
             row["eval_return"] if self.best_return is None else max(self.best_return, row["eval_return"])
         )
@@ -94,12 +116,22 @@ class EvaluatorRole(RoleBase):
             "eval @ learner step %d, actor steps %d: return %.1f", learner_step, inserts, row["eval_return"]
         )
 
-    def _load_fp32(self, buf) -> int:
+    def _load_fp32(self, buf) -> int | None:
+        """Load authentic learner weights; their learner step, or None when they are older than the last ones."""
+        header = read_header(buf, key=self._key, stream=LEARNER_STREAM)  # authenticated before decoding
+        if header.version < self._learner_version:
+            log.info(
+                "evaluator: learner weights v%d older than v%d evaluated; skipped",
+                header.version,
+                self._learner_version,
+            )
+            return None
         message = decode_message(buf)
         state = tf_to_torch_state(
             self.config.algorithm, message.float32_state(), tuple(self.config.network.policy_layers)
         )
         self._fp32.load_state(state, version=message.version, learner_step=message.learner_step)
+        self._learner_version = message.version
         return message.learner_step
 
     def _evaluate_quantized(self) -> dict[str, float]:
@@ -111,10 +143,11 @@ class EvaluatorRole(RoleBase):
         if buf is None:
             return {}
         try:
-            header = read_header(buf)
+            header = read_header(buf, key=self._key, stream=POLICY_STREAM)  # authenticated before decoding
             self._quantized.apply(decode_message(buf, expected=self._quantized.expected_shapes()))
         except WeightMessageError as exc:
-            log.error("evaluator rejected quantized weights: %s", exc)
+            self.rejected += 1
+            log.error("evaluator rejected quantized weights: %s: %s", type(exc).__name__, exc)
             return {}
         returns = [
             greedy_episode(self._env, self._quantized, self._discrete)

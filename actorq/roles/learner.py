@@ -1,7 +1,10 @@
 """Learner role: Acme's TF learner in full precision, publishing fp32 weights for the quantizer.
 
 Publishing runs on a background thread with a one-slot mailbox (newest wins), so encoding and inserting a 34 MB
-message never stalls learning.
+message never stalls learning. Messages are signed with the run's key (the quantizer and evaluator verify them).
+Their version is the learner step plus an offset that keeps versions increasing across a ``--resume`` from a
+checkpoint older than the last published weights (``RUN_DIR/learner/published_version.json``): the quantizer never
+uses a learner message older than the last one it used, so the resumed learner's must be newer.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from actorq.config import ExperimentConfig
 from actorq.envs import make_environment
 from actorq.learners import configure_tensorflow, make_learner
 from actorq.quantize.codec import encode_message
+from actorq.quantize.signing import LEARNER_STREAM, WeightsKey
 from actorq.replay import LEARNER_WEIGHTS_TABLE, ReverbWeightPublisher, connect
 from actorq.replay.tables import environment_spec_for
-from actorq.roles.common import RoleBase, StallWatchdog
+from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +29,13 @@ log = logging.getLogger(__name__)
 class _BackgroundPublisher:
     """Encodes and publishes the newest variables on a thread; older pending ones are dropped."""
 
-    def __init__(self, publisher: ReverbWeightPublisher):
+    def __init__(
+        self, publisher: ReverbWeightPublisher, key: WeightsKey | None, record: VersionRecord, offset: int
+    ):
         self._publisher = publisher
+        self._key = key
+        self._record = record
+        self._offset = offset
         self._pending = None
         self._cv = threading.Condition()
         self._closed = False
@@ -52,11 +61,18 @@ class _BackgroundPublisher:
                 self._pending = None
             started = time.perf_counter()
             try:
-                # The version of a learner message is its step: monotonic, also across a resume.
+                # Its step plus the offset: monotonic, also across a resume.
                 buf = encode_message(
-                    variables, version=step, learner_step=step, precision="fp32", comm_bits=32
+                    variables,
+                    version=step + self._offset,
+                    learner_step=step,
+                    precision="fp32",
+                    comm_bits=32,
+                    key=self._key,
+                    stream=LEARNER_STREAM,
                 )
                 self._publisher.publish(buf)
+                self._record.write(step + self._offset, learner_step=step)
                 self.last_bytes = int(buf.nbytes)
                 self.published += 1
             except Exception:
@@ -78,9 +94,18 @@ class LearnerRole(RoleBase):
     name = "learner"
 
     def __init__(
-        self, config: ExperimentConfig, run_dir: str | Path, address: str, connect_timeout_s: float = 60
+        self,
+        config: ExperimentConfig,
+        run_dir: str | Path,
+        address: str,
+        connect_timeout_s: float = 60,
+        *,
+        weights_key: WeightsKey | None,
     ):
+        """``weights_key``: the run's key; None (``--insecure-weights`` only) publishes unsigned weights."""
         super().__init__(config, run_dir)
+        if weights_key is None:
+            log.warning("learner PUBLISHES UNSIGNED WEIGHTS (--insecure-weights)")
         self.gpus = configure_tensorflow()
         log.info("learner devices: %s", self.gpus or "CPU only")
         client = connect(address, timeout_s=connect_timeout_s)
@@ -90,7 +115,15 @@ class LearnerRole(RoleBase):
         # Acme adds "checkpoints/<subdirectory>" itself: RUN_DIR/checkpoints/learner.
         ckpt = self.run_dir if config.learner.checkpoint_period_s > 0 else None
         self.learner = make_learner(config, spec, address, checkpoint_dir=ckpt)
-        self._publisher = _BackgroundPublisher(ReverbWeightPublisher(client, LEARNER_WEIGHTS_TABLE))
+        record = VersionRecord(
+            self.dir / "published_version.json", weights_key.run_id_hex if weights_key else ""
+        )
+        offset = max(0, record.read() + 1 - self.learner.steps)
+        if offset:
+            log.info("learner message versions continue above v%d (step + %d)", record.read(), offset)
+        self._publisher = _BackgroundPublisher(
+            ReverbWeightPublisher(client, LEARNER_WEIGHTS_TABLE), weights_key, record, offset
+        )
         self._start_step = self.learner.steps
         if self._start_step:
             log.info("resumed learner at step %d", self._start_step)

@@ -2,7 +2,11 @@
 
 Versions keep increasing across restarts: a restarted quantizer continues above both the version of the message
 already in the policy table and the last version its own metrics recorded (the table may have been restored from an
-older replay checkpoint). While replay is unreachable (restarting, link down) it keeps polling with backoff; after
+older replay checkpoint), and the last version it published (``RUN_DIR/quantizer/published_version.json``, written
+on every publish). Learner messages are authenticated with the run's key before they are decoded, and every
+message published is signed with it. A restarted quantizer also ignores learner messages older (by version) than
+the last one it quantized (same record), so replaying an old signed learner message at its restart can't roll
+actors back; a resumed learner's messages are newer (its versions continue above its last published ones). While replay is unreachable (restarting, link down) it keeps polling with backoff; after
 ``connect_timeout_s`` of failures it exits non-zero and the launcher restarts it.
 """
 
@@ -16,6 +20,7 @@ from actorq.config import ExperimentConfig
 from actorq.metrics import read_metrics
 from actorq.networks.mapping import tf_to_torch_state
 from actorq.quantize.codec import WeightMessageError, decode_message, encode_message, read_header
+from actorq.quantize.signing import LEARNER_STREAM, POLICY_STREAM, TAG_BYTES, WeightsKey
 from actorq.replay import (
     LEARNER_WEIGHTS_TABLE,
     POLICY_TABLE,
@@ -23,7 +28,7 @@ from actorq.replay import (
     ReverbWeightSubscriber,
     connect,
 )
-from actorq.roles.common import RoleBase
+from actorq.roles.common import RoleBase, VersionRecord
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +39,25 @@ class QuantizerRole(RoleBase):
     name = "quantizer"
 
     def __init__(
-        self, config: ExperimentConfig, run_dir: str | Path, address: str, connect_timeout_s: float = 60
+        self,
+        config: ExperimentConfig,
+        run_dir: str | Path,
+        address: str,
+        connect_timeout_s: float = 60,
+        *,
+        weights_key: WeightsKey | None,
     ):
+        """``weights_key``: the run's key; None (``--insecure-weights`` only) reads and publishes unsigned."""
         super().__init__(config, run_dir)
+        self._key = weights_key
+        self._published = VersionRecord(
+            self.dir / "published_version.json", weights_key.run_id_hex if weights_key else ""
+        )
+        self._handled_tag = b""  # tag of the last learner message handled: polling it again costs no HMAC
+        if weights_key is None:
+            log.warning(
+                "quantizer PUBLISHES UNSIGNED WEIGHTS (--insecure-weights): actors can't tell them from forged ones"
+            )
         client = connect(address, timeout_s=connect_timeout_s)
         self._outage_budget_s = connect_timeout_s
         self._failing_since: float | None = None
@@ -48,6 +69,8 @@ class QuantizerRole(RoleBase):
         self._layers = tuple(config.network.policy_layers)
         self.version = self._resume_version()
         self.learner_step = -1
+        # Strictly older learner messages are refused after a restart; the one it quantized last may come again.
+        self.learner_version = self._published.read("learner_version") - 1
         self.times = {"convert_ms": 0.0, "quantize_ms": 0.0, "publish_ms": 0.0}
         self.message_bytes = 0
         self.published = 0
@@ -55,18 +78,21 @@ class QuantizerRole(RoleBase):
 
     def _resume_version(self) -> int:
         previous = read_metrics(self.dir / "metrics.csv")
-        recorded = int(previous[-1].get("version") or 0) if previous else 0
+        recorded = max(int(previous[-1].get("version") or 0) if previous else 0, self._published.read())
         in_table = 0
         try:
             buf = self._policy_sub.latest()
-            if buf is not None:
-                in_table = read_header(buf).version
+            if buf is not None:  # only a message of this run counts: a forged one could claim any version
+                in_table = read_header(buf, key=self._key, stream=POLICY_STREAM).version
         except (WeightMessageError, Exception) as exc:  # an unreadable old message must not stop us
             log.warning("could not read the current policy message (%s)", exc)
         version = max(in_table, recorded)
         if version:
             log.info(
-                "continuing versions above v%d (policy table v%d, metrics v%d)", version, in_table, recorded
+                "continuing versions above v%d (policy table v%d, metrics/record v%d)",
+                version,
+                in_table,
+                recorded,
             )
         return version
 
@@ -82,13 +108,22 @@ class QuantizerRole(RoleBase):
         if buf is None:
             time.sleep(self.config.quantizer.poll_interval_s)
             return
+        if self._key is not None and bytes(buf[-TAG_BYTES:]) == self._handled_tag:
+            time.sleep(self.config.quantizer.poll_interval_s)  # the message handled last time, polled again
+            return
+        # Published, skipped or rejected, a message is handled once: polling it again re-verifies nothing, and a
+        # forged one is counted and logged once, not on every poll.
+        tag = bytes(buf[-TAG_BYTES:])
         try:
-            header = read_header(buf)
-            if header.learner_step <= self.learner_step:
+            header = read_header(buf, key=self._key, stream=LEARNER_STREAM)  # authenticated before decoding
+            if header.version <= self.learner_version:
+                self._handled_tag = tag
                 time.sleep(self.config.quantizer.poll_interval_s)
                 return
             self.quantize_and_publish(buf)
+            self._handled_tag = tag
         except WeightMessageError as exc:
+            self._handled_tag = tag
             self.rejected += 1
             log.error("rejected learner message: %s: %s", type(exc).__name__, exc)
             time.sleep(self.config.quantizer.poll_interval_s)
@@ -110,7 +145,8 @@ class QuantizerRole(RoleBase):
         time.sleep(min(0.25 * 2**self._failures, 5.0))
 
     def quantize_and_publish(self, buf) -> None:
-        """Decode fp32 learner weights, map to torch keys, encode at the actor's bits, publish."""
+        """Decode fp32 learner weights (``buf``, already authenticated by ``step``), map to torch keys, encode at
+        the actor's bits, sign, publish."""
         t0 = time.perf_counter()
         learner_msg = decode_message(buf)
         state = tf_to_torch_state(self.config.algorithm, learner_msg.float32_state(), self._layers)
@@ -123,12 +159,16 @@ class QuantizerRole(RoleBase):
             comm_bits=self.config.comm_bits,
             compress=self.config.quantizer.compress,
             per_channel=self.config.quantizer.per_channel,
+            key=self._key,
+            stream=POLICY_STREAM,
         )
         t2 = time.perf_counter()
         self._sink.publish(message)
         t3 = time.perf_counter()
+        self._published.write(self.version + 1, learner_version=learner_msg.version)
         self.version += 1
         self.learner_step = learner_msg.learner_step
+        self.learner_version = learner_msg.version
         self.published += 1
         self.message_bytes = int(message.nbytes)
         self.times = {

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pytest
 
 from actorq.config import save_config
+from actorq.roles.weights_key import ensure_run_key
 from tests.conftest import tiny_config
 from tests.faults._helpers import ROOT, last, log_lines, rate, record, rows, wait_until
 
@@ -107,6 +108,9 @@ def test_actor_link_cut_retries_and_resumes(namespaces, tmp_path):
         "dqn", **{"replay.rate_limiter_timeout_s": STALL_REPORT_S, "replay.max_size": 200_000}
     )
     save_config(config, run_dir / "config.yaml")
+    # The run's key, as a launcher makes it; roles in the server namespace find it in the run directory, the
+    # actors (as on other hosts) are handed it with --weights-key-file.
+    key_file = ensure_run_key(run_dir)
     (run_dir / "logs").mkdir()
     procs: dict[str, subprocess.Popen] = {}
 
@@ -125,7 +129,18 @@ def test_actor_link_cut_retries_and_resumes(namespaces, tmp_path):
         start("learner", namespaces.server, "learner", "--replay-address", local)
         start("quantizer", namespaces.server, "quantizer", "--replay-address", local)
         for i, ns in enumerate(namespaces.actors):
-            start(f"actor_{i}", ns, "actor", "--replay-address", namespaces.address(i), "--index", str(i))
+            address, index = namespaces.address(i), str(i)
+            start(
+                f"actor_{i}",
+                ns,
+                "actor",
+                "--replay-address",
+                address,
+                "--index",
+                index,
+                "--weights-key-file",
+                str(key_file),
+            )
         wait_until(
             lambda: (
                 all(last(run_dir, f"actor_{i}", "step") > 200 for i in range(2))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +14,16 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 
-def actorq(*args, timeout=120):
+def actorq(*args, timeout=120, env_drop: str | None = None):
     before = {p.pid for p in psutil.Process().children(recursive=True)}
+    env = {k: v for k, v in os.environ.items() if k != env_drop}
     result = subprocess.run(
-        [sys.executable, "-m", "actorq.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "actorq.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
     )
     after = {p.pid for p in psutil.Process().children(recursive=True)}
     assert after <= before, "the command left processes behind"
@@ -65,6 +72,24 @@ def test_unreachable_replay_address(tmp_path):
         "localhost:1",
         "--connect-timeout",
         "2",
+        "--insecure-weights",
     )
     assert r.returncode == 3
     assert "replay server at localhost:1 did not answer" in r.stderr
+
+
+def test_role_without_a_weights_key_refuses_to_start(tmp_path):
+    for role in ("actor", "quantizer", "learner", "evaluator"):
+        r = actorq(
+            "role",
+            role,
+            "--config",
+            "configs/dqn/gym_cartpole.yaml",
+            "--run-dir",
+            str(tmp_path),
+            "--replay-address",
+            "localhost:1",
+            env_drop="ACTORQ_WEIGHTS_KEY_FILE",
+        )
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.startswith("error: no weights key for this run") and "--insecure-weights" in r.stderr

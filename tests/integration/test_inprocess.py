@@ -35,5 +35,23 @@ def test_all_roles_in_process(tmp_path, algorithm):
     replay_rows = (tmp_path / "replay" / "metrics.csv").read_text().splitlines()
     assert len(replay_rows) >= 2  # transitions arrived in replay (inserts column)
     assert summary["threads_alive_after_stop"] == []
+    # Signed by default: the launcher made the run's key, 0600, and the summary names the run, not the key.
+    key_file = tmp_path / "secrets" / "weights.key"
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert summary["weights_signing"]["scheme"] == "hmac-sha256"
+    assert key_file.read_text().strip() not in (tmp_path / "summary.json").read_text()
     leftover = {t.name for t in threading.enumerate()} - before
     assert not {n for n in leftover if n in ("learner", "quantizer", "evaluator") or n.startswith("actor_")}
+
+
+def test_insecure_weights_run_unsigned_and_every_actor_says_so(tmp_path, caplog):
+    config = tiny_config("dqn", max_actor_steps=300, max_minutes=3)
+    with caplog.at_level("WARNING"):
+        code = run_inprocess(config, tmp_path, quiet=True, poll_s=0.2, insecure_weights=True)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert code == 0, summary.get("errors")
+    assert summary["min_broadcasts_received"] >= 1 and summary["rejected_messages"] == 0
+    assert summary["weights_signing"]["scheme"].startswith("none")
+    assert not (tmp_path / "secrets").exists()
+    for i in range(config.actor.num_actors):
+        assert f"actor {i} ACCEPTS UNSIGNED WEIGHTS" in caplog.text

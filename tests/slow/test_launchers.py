@@ -57,6 +57,7 @@ def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["exit"] == "max_actor_steps" and summary["launcher"] == launcher
+    assert summary["weights_signing"]["scheme"] == "hmac-sha256" and summary["rejected_messages"] == 0
     assert summary["learner_steps"] > 0 and summary["actor_steps"] >= 800
     assert summary["min_broadcasts_received"] >= 1 and summary["evaluations"] >= 1
     for role in ("replay", "learner", "quantizer", "actor_0", "actor_1", "evaluator"):
@@ -129,6 +130,7 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
     assert list((tmp_path / "checkpoints" / "learner").glob("ckpt-*"))
     assert list((tmp_path / "checkpoints" / "replay").iterdir())
     rows_before = len(read_metrics(tmp_path / "learner" / "metrics.csv"))
+    key = (tmp_path / "secrets" / "weights.key").read_text()
     resumed = subprocess.run(
         [
             sys.executable,
@@ -156,4 +158,7 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
     steps = [row["step"] for row in learner_rows]
     assert steps == sorted(steps)
     assert steps[rows_before] >= before["learner_steps"]
+    # The resumed run signed and verified with the run's own key: same file, same run id, nothing rejected.
+    assert (tmp_path / "secrets" / "weights.key").read_text() == key
+    assert after["weights_signing"] == before["weights_signing"] and after["rejected_messages"] == 0
     _no_children_left()

@@ -158,3 +158,25 @@ def test_compose_tool_accepts_the_file():
     if tool[0].endswith("docker") and "unknown" in (result.stderr + result.stdout):
         pytest.skip("docker is installed without the compose plugin")
     assert result.returncode == 0, result.stderr
+
+
+def test_weights_key_is_a_docker_secret_and_nothing_is_published(compose):
+    """Every role that handles weights reads the run's key from a Docker secret kept outside the run directory;
+    no service publishes a port, and the network they share is internal (Reverb has no authentication)."""
+    parser = build_parser()
+    secret = compose["secrets"]["weights_key"]["file"]
+    run_dir_volume = next(v for v in compose["services"]["replay"]["volumes"] if v.endswith(":/run-dir"))
+    assert not secret.startswith(run_dir_volume.split(":")[0] + "/"), (
+        "the key must not live in the run directory"
+    )
+    assert compose["networks"]["actorq"]["internal"] is True
+    for name, svc in compose["services"].items():
+        assert "ports" not in svc, f"{name} publishes a port"
+        assert svc["networks"] == ["actorq"], name
+        args, _ = parser.parse_known_args(["role", *svc["command"]])
+        if args.role == "replay":
+            assert "secrets" not in svc and args.weights_key_file is None, "replay never needs the key"
+            continue
+        assert svc["secrets"] == ["weights_key"], name
+        assert args.weights_key_file == "/run/secrets/weights_key" and not args.insecure_weights, name
+        assert not any("KEY" in k and "FILE" not in k for k in svc.get("environment", {})), name

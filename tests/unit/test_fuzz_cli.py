@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import actorq.cli as cli
 import actorq.roles
 from actorq.config import save_config
+from actorq.roles.weights_key import KEY_ENV, ensure_run_key
 from tests.conftest import tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +34,7 @@ VOCABULARY = """
         nohost --port --index --connect-timeout --log-level --help -h -- - actor.num_actors=3 actor.num_actors=-3
         learner.batchsize=3 algorithm=ppo env.task=nope env.task=cartpole:balance = a.b.c=1 actor=1
         network.policy_layers=[] replay.discount=2 seed=!!python/name:os.system --quick --json
+        --insecure-weights --weights-key-file
     """
 CONFIGS = [str(ROOT / "configs/dqn/gym_cartpole.yaml"), str(ROOT / "configs/d4pg/dmc_cartpole_balance.yaml")]
 
@@ -78,6 +80,7 @@ def _stubbed_parser(real_build_parser):
 def resumable(tmp_path_factory) -> str:
     run = tmp_path_factory.mktemp("run")
     save_config(tiny_config("dqn"), run / "config.yaml")
+    ensure_run_key(run)  # its RUN_DIR/secrets/weights.key: a role pointed at this run finds its key there
     return str(run)
 
 
@@ -96,6 +99,7 @@ def _tokens(resumable: str):
             ["train", CONFIGS[1]],
             ["train", "--resume", resumable],
             ["role", "actor", "--config", CONFIGS[0], "--run-dir", "r", "--replay-address", "h:1"],
+            ["role", "actor", "--config", CONFIGS[0], "--run-dir", resumable, "--replay-address", "h:1"],
             ["role", "replay", "--config", CONFIGS[1], "--run-dir", "r"],
         ]
     )
@@ -109,6 +113,7 @@ def _run(argv: list[str]) -> tuple[int, str]:
         mp.setattr(actorq.roles, "main", lambda *a, **k: 0)
         mp.setattr(os, "_exit", lambda code: (_ for _ in ()).throw(_ExitCalledError(code)))
         mp.setattr(logging, "shutdown", lambda: None)
+        mp.delenv(KEY_ENV, raising=False)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = cli.main(argv)
@@ -145,10 +150,16 @@ def test_the_stubs_still_reach_the_real_checks(cwd, resumable):
     """Control: valid commands succeed and each kind of bad input gets its specific message."""
     assert _run(["train", CONFIGS[0], "--actors", "3"])[0] == 0
     assert _run(["train", "--resume", resumable, "--max-actor-steps", "10"])[0] == 0
-    assert (
-        _run(["role", "actor", "--config", CONFIGS[0], "--run-dir", "r", "--replay-address", "h:1"])[0] == 0
-    )
+    role = ["role", "actor", "--config", CONFIGS[0], "--replay-address", "h:1"]
+    assert _run([*role, "--run-dir", "r", "--insecure-weights"])[0] == 0
+    assert _run([*role, "--run-dir", resumable])[0] == 0  # its key is RUN_DIR/secrets/weights.key
+    key = str(Path(resumable) / "secrets" / "weights.key")
+    assert _run([*role, "--run-dir", "r", "--weights-key-file", key])[0] == 0
     for argv, needle in (
+        ([*role, "--run-dir", "r"], "no weights key for this run"),
+        ([*role, "--run-dir", "r", "--weights-key-file", "nokey"], "weights key file nokey does not exist"),
+        ([*role, "--run-dir", "r", "--weights-key-file", CONFIGS[0]], "holds 64 hex digits"),
+        ([*role, "--run-dir", "r", "--weights-key-file", key, "--insecure-weights"], "contradict"),
         (["train", CONFIGS[0], "learner.batchsize=3"], "unknown config key(s) learner.batchsize"),
         (["train", CONFIGS[0], "--precision", "int4"], "invalid choice: 'int4'"),
         (["train", CONFIGS[0], "env.task=nope"], "unknown gym task 'nope'"),

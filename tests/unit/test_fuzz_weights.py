@@ -1,17 +1,18 @@
 """Fuzzing the weight-message path of an actor: hostile bytes never crash it and never change its policy.
 
-Each case feeds one message through the actor's real pull path (``QuantizedActor.update`` -> ``read_header`` ->
-``decode_message`` -> ``QuantizedPolicy.apply``) from a subscriber that returns whatever the case built: random
-bytes, truncations, bit flips, messages for another network, NaN/Inf weights, replayed old versions. The actor must
-not raise, must keep its version and its outputs bit for bit, and must count each rejection. A valid newer message
-is the control: it is applied and changes the outputs, so the "unchanged" assertions can fail.
+Each case feeds one message through the actor's real pull path (``QuantizedActor.update`` -> ``read_header``
+(authenticating with the run's key) -> ``decode_message`` -> ``QuantizedPolicy.apply``) from a subscriber that
+returns whatever the case built: random bytes, truncations, bit flips, messages for another network, NaN/Inf
+weights, replayed old versions, and forgeries (well formed with a valid crc but unsigned, signed with another key,
+or carrying a copied tag). The actor must not raise, must keep its version and its outputs bit for bit, and must
+count each rejection. A valid newer message is the control: it is applied and changes the outputs, so the
+"unchanged" assertions can fail. Signing is on, as in a run: messages that should reach the deeper checks (another
+network, NaN/Inf) are signed with the run's key, as a buggy or diverged but authentic sender would sign them.
 """
 
 from __future__ import annotations
 
-import json
 import struct
-import zlib
 
 import numpy as np
 import pytest
@@ -21,12 +22,19 @@ from hypothesis import strategies as st
 from actorq.actors.actor import QuantizedActor
 from actorq.actors.policy import QuantizedPolicy
 from actorq.networks.mapping import torch_state_shapes
-from actorq.quantize.codec import WeightMessageError, decode_message, encode_message
+from actorq.quantize.codec import (
+    UnauthenticatedMessageError,
+    WeightMessageError,
+    decode_message,
+    encode_message,
+)
+from actorq.quantize.signing import generate_key
 from tests.conftest import tiny_config
+from tests.messages import TEST_KEY, patch_payload, resign, split
 
 OBS_DIM, OUT_DIM, LAYERS = 4, 2, (32, 32)
 APPLIED_VERSION = 5
-_PRE = struct.Struct("<4sHIQ")
+OTHER_RUN_KEY = generate_key()
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -46,29 +54,25 @@ def _state(seed: int, obs_dim: int = OBS_DIM, out_dim: int = OUT_DIM, layers=LAY
     return {k: (rng.standard_normal(s) * 0.5).astype(np.float32) for k, s in shapes.items()}
 
 
-def _message(version: int, comm_bits: int = 8, seed: int = 0, **net) -> np.ndarray:
+def _message(version: int, comm_bits: int = 8, seed: int = 0, key=TEST_KEY, **net) -> np.ndarray:
     return encode_message(
         _state(seed, **net),
         version=version,
         learner_step=100 * version,
         precision="int8",
         comm_bits=comm_bits,
+        key=key,
     )
 
 
 def _with_value(message: np.ndarray, value: float) -> np.ndarray:
-    """A copy of an fp32/q message whose first float (f32 datum or q scale) is ``value``, crc fixed up.
+    """A copy of an fp32/q message whose first float (f32 datum or q scale) is ``value``, crc and tag fixed up.
 
-    This is what a diverged learner or a crafted sender would produce: integrity checks pass, contents don't.
+    This is what a diverged learner would produce: authentic and intact, but not finite.
     """
-    buf = bytearray(message.tobytes())
-    _, _, hlen, _ = _PRE.unpack_from(buf)
-    header = json.loads(bytes(buf[_PRE.size : _PRE.size + hlen]))
-    record = header["tensors"][0]
+    record = split(message)[0]["tensors"][0]
     offset = (record["scale"] or record["data"])[0]
-    struct.pack_into("<f", buf, _PRE.size + hlen + offset, value)
-    struct.pack_into("<I", buf, len(buf) - 4, zlib.crc32(bytes(buf[:-4])))
-    return np.frombuffer(bytes(buf), np.uint8)
+    return np.frombuffer(patch_payload(message, offset, struct.pack("<f", value)), np.uint8)
 
 
 OBSERVATIONS = np.random.default_rng(7).standard_normal((8, OBS_DIM)).astype(np.float32)
@@ -80,7 +84,7 @@ def actor_setup():
     config = tiny_config("dqn")
     policy = QuantizedPolicy("dqn", OBS_DIM, OUT_DIM, LAYERS, precision="int8")
     subscriber = StaticSubscriber()
-    actor = QuantizedActor(config, policy, None, subscriber, actor_id=0, seed=0)
+    actor = QuantizedActor(config, policy, None, subscriber, actor_id=0, seed=0, key=TEST_KEY)
     subscriber.buffer = BASE[8]
     actor.update(wait=True)
     assert actor.weights.version == APPLIED_VERSION
@@ -131,7 +135,26 @@ def _mutations():
     old = st.tuples(bits, st.integers(0, APPLIED_VERSION - 1), st.integers(0, 3)).map(
         lambda t: ("old_version", _message(t[1], t[0], seed=t[2] + 1))
     )
-    return st.one_of(random_bytes, truncated, flipped, wrong_shape, non_finite, old)
+    newer = st.tuples(bits, st.integers(APPLIED_VERSION + 1, 2**40), st.integers(0, 3))
+    unsigned = newer.map(lambda t: ("unsigned", _message(t[1], t[0], seed=t[2] + 1, key=None)))
+    other_run = newer.map(lambda t: ("other_run", _message(t[1], t[0], seed=t[2] + 1, key=OTHER_RUN_KEY)))
+    # The run id is public (it is in every message): a forger can copy it, and the applied message's tag too.
+    copied_tag = newer.map(
+        lambda t: (
+            "copied_tag",
+            np.concatenate(
+                [
+                    np.frombuffer(
+                        resign(_message(t[1], t[0], seed=t[2] + 1), key=None, auth=1, run_id=TEST_KEY.run_id),
+                        np.uint8,
+                    ),
+                    BASE[t[0]][-32:],
+                ]
+            ),
+        )
+    )
+    forged = st.one_of(unsigned, other_run, copied_tag)
+    return st.one_of(random_bytes, truncated, flipped, wrong_shape, non_finite, old, forged)
 
 
 @FUZZ
@@ -142,6 +165,8 @@ def test_rejected_messages_never_crash_or_change_the_policy(actor_setup, case):
     assert not changed, f"{kind} message changed the policy"
     assert rejected == 1, f"{kind} message was not counted as rejected"
     assert actor_setup[0].weights.last_error
+    if kind in ("unsigned", "other_run", "copied_tag", "old_version"):
+        assert actor_setup[0].weights.last_error.startswith(UnauthenticatedMessageError.__name__), kind
 
 
 def test_replaying_the_applied_version_is_ignored_not_counted(actor_setup):
@@ -154,7 +179,7 @@ def test_a_valid_newer_message_is_applied_and_changes_outputs():
     config = tiny_config("dqn")
     policy = QuantizedPolicy("dqn", OBS_DIM, OUT_DIM, LAYERS, precision="int8")
     subscriber = StaticSubscriber()
-    actor = QuantizedActor(config, policy, None, subscriber)
+    actor = QuantizedActor(config, policy, None, subscriber, key=TEST_KEY)
     subscriber.buffer = BASE[8]
     actor.update(wait=True)
     before = policy(OBSERVATIONS).copy()
@@ -171,7 +196,7 @@ def test_decoder_raises_only_weight_message_errors(data, cut):
     spliced = np.concatenate([BASE[8][: cut % BASE[8].size], np.frombuffer(data, np.uint8)])
     for buffer in (np.frombuffer(data, np.uint8), spliced, bytes(data)):
         with pytest.raises(WeightMessageError):
-            decode_message(buffer, expected=expected)
+            decode_message(buffer, expected=expected, key=TEST_KEY)
 
 
 def test_async_updater_counts_rejections_and_keeps_weights():
@@ -181,12 +206,13 @@ def test_async_updater_counts_rejections_and_keeps_weights():
     config = tiny_config("dqn", **{"actor.async_update": True})
     policy = QuantizedPolicy("dqn", OBS_DIM, OUT_DIM, LAYERS, precision="int8")
     subscriber = StaticSubscriber()
-    actor = QuantizedActor(config, policy, None, subscriber)
+    actor = QuantizedActor(config, policy, None, subscriber, key=TEST_KEY)
     try:
         subscriber.buffer = BASE[8]
         assert actor.wait_for_weights(timeout_s=10)
         before = policy(OBSERVATIONS).copy()
-        for bad in (BASE[8][:-3], _with_value(_message(9, 32), np.nan), _message(2, 8)):
+        forged = _message(9, 8, key=None)
+        for bad in (BASE[8][:-3], _with_value(_message(9, 32), np.nan), _message(2, 8), forged):
             subscriber.buffer = bad
             target = actor.weights.rejected + 1
             deadline = time.monotonic() + 10
@@ -200,6 +226,6 @@ def test_async_updater_counts_rejections_and_keeps_weights():
         while actor.weights.version != APPLIED_VERSION + 1 and time.monotonic() < deadline:
             actor.update(wait=True)
             time.sleep(0.02)
-        assert actor.weights.version == APPLIED_VERSION + 1 and actor.weights.rejected == 3
+        assert actor.weights.version == APPLIED_VERSION + 1 and actor.weights.rejected == 4
     finally:
         actor.close()

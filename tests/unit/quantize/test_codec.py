@@ -1,9 +1,14 @@
-"""Weight-message codec (actorq.quantize.codec): round trips, sizes, and every corruption path."""
+"""Weight-message codec (actorq.quantize.codec): round trips, sizes, and every corruption path.
+
+Messages are signed, as in a run, and decoded with the key (:func:`decode`), so the deeper checks are exercised
+behind a valid signature (what a buggy but authentic sender could produce); the unsigned path, which only
+``--insecure-weights`` runs take, is exercised where it differs (crc and length checks). Signature-specific cases
+are in test_signing.py.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import struct
 import zlib
 
@@ -21,6 +26,7 @@ from actorq.quantize import (
     NonFiniteWeightsError,
     ShapeMismatchError,
     TruncatedMessageError,
+    UnauthenticatedMessageError,
     UnknownTensorError,
     UnsupportedVersionError,
     WeightMessageError,
@@ -30,8 +36,9 @@ from actorq.quantize import (
     read_header,
     to_fp16,
 )
+from actorq.quantize.codec import LegacyUnsignedMessageError
+from tests.messages import PRE, TEST_KEY, patch_payload, rebuild, split
 
-PRE = struct.Struct("<4sHIQ")
 SHAPES = {
     "fc1.weight": (16, 8),
     "fc1.bias": (16,),
@@ -47,30 +54,13 @@ def make_state(seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def encode(state=None, **kw) -> np.ndarray:
-    args = {"version": 3, "learner_step": 1234, "precision": "int8", "comm_bits": 8} | kw
+    args = {"version": 3, "learner_step": 1234, "precision": "int8", "comm_bits": 8, "key": TEST_KEY} | kw
     return encode_message(make_state() if state is None else state, **args)
 
 
-def split(msg) -> tuple[dict, bytes]:
-    """(header dict, stored payload bytes) of a message, read independently of the codec."""
-    b = bytes(msg)
-    _, _, hlen, plen = PRE.unpack_from(b)
-    return json.loads(b[PRE.size : PRE.size + hlen]), b[PRE.size + hlen : PRE.size + hlen + plen]
-
-
-def rebuild(header, payload: bytes, fver: int = MESSAGE_VERSION, raw_header: bytes | None = None) -> bytes:
-    """Reassemble a (possibly crafted) message with a correct crc, so decode's deeper checks are reached."""
-    h = raw_header if raw_header is not None else json.dumps(header).encode()
-    h += b" " * (-(PRE.size + len(h)) % 8)
-    body = PRE.pack(b"AQWM", fver, len(h), len(payload)) + h + payload
-    return body + struct.pack("<I", zlib.crc32(body))
-
-
-def patch_payload(msg, offset: int, data: bytes) -> bytes:
-    header, payload = split(msg)
-    p = bytearray(payload)
-    p[offset : offset + len(data)] = data
-    return rebuild(header, bytes(p))
+def decode(buf, expected=None):
+    """Decode as a role of the test key's run does: authenticate first."""
+    return decode_message(buf, expected=expected, key=TEST_KEY)
 
 
 def record(msg, name: str) -> dict:
@@ -84,7 +74,7 @@ def test_round_trip(comm_bits, compress, per_channel):
     state = make_state()
     msg = encode(state, comm_bits=comm_bits, compress=compress, per_channel=per_channel)
     assert msg.dtype == np.uint8 and msg.ndim == 1
-    out = decode_message(msg, expected=SHAPES)
+    out = decode(msg, expected=SHAPES)
     assert (out.version, out.learner_step, out.precision, out.comm_bits, out.nbytes) == (
         3,
         1234,
@@ -110,9 +100,10 @@ def test_round_trip(comm_bits, compress, per_channel):
             assert t.data.min() >= -qmax and t.data.max() <= qmax  # never -128 for int8
             expect = fake_quantize(x, comm_bits, symmetric=True, axis=0 if per_channel else None)
             np.testing.assert_array_equal(got[name], expect)
-    hdr = read_header(msg)
+    hdr = read_header(msg, key=TEST_KEY)
     assert (hdr.version, hdr.learner_step, hdr.comm_bits, hdr.compressed) == (3, 1234, comm_bits, compress)
     assert (hdr.format_version, hdr.num_tensors, hdr.nbytes) == (MESSAGE_VERSION, len(SHAPES), msg.size)
+    assert (hdr.signed, hdr.run_id) == (True, TEST_KEY.run_id_hex)
 
 
 @settings(max_examples=50, deadline=None)
@@ -130,7 +121,7 @@ def test_round_trip_random_states(shapes, comm_bits, compress, per_channel, seed
         for i, s in enumerate(shapes)
     }
     msg = encode(state, comm_bits=comm_bits, compress=compress, per_channel=per_channel)
-    got = decode_message(msg, expected={k: v.shape for k, v in state.items()}).float32_state()
+    got = decode(msg, expected={k: v.shape for k, v in state.items()}).float32_state()
     for name, x in state.items():
         if comm_bits == 16:
             expect = to_fp16(x).astype(np.float32)
@@ -144,20 +135,22 @@ def test_round_trip_random_states(shapes, comm_bits, compress, per_channel, seed
 def test_accepts_all_buffer_types_and_empty_edge_cases():
     msg = encode()
     for buf in (bytes(msg), bytearray(msg), memoryview(bytes(msg)), msg, msg.reshape(-1, 1)[:, 0]):
-        assert decode_message(buf).learner_step == 1234
-    empty = encode_message({}, version=0, learner_step=0, precision="fp32", comm_bits=4, compress=True)
-    assert decode_message(empty, expected={}).tensors == {}
+        assert decode(buf).learner_step == 1234
+    empty = encode_message(
+        {}, version=0, learner_step=0, precision="fp32", comm_bits=4, compress=True, key=TEST_KEY
+    )
+    assert decode(empty, expected={}).tensors == {}
     odd = {
         "s": np.float32(2.5),
         "e": np.zeros((0, 3), np.float32),
         "c": np.full((2, 3), -4.0),
         "i": np.array([[7, -7, 0], [1, 1, 1]]),
     }
-    out = decode_message(encode(odd, comm_bits=4)).float32_state()
+    out = decode(encode(odd, comm_bits=4)).float32_state()
     for name, x in odd.items():
         np.testing.assert_array_equal(out[name], np.asarray(x, np.float32))
     with pytest.raises(TypeError):
-        decode_message("not bytes")
+        decode("not bytes")
 
 
 def test_message_sizes_for_3x2048_policy():
@@ -201,9 +194,10 @@ def test_encode_rejects_fp16_overflow_and_bad_arguments():
 
 
 @pytest.mark.parametrize("compress", [False, True])
-def test_truncation_anywhere_is_detected(compress):
-    msg = bytes(encode(compress=compress))
-    hlen = PRE.unpack_from(msg)[2]
+@pytest.mark.parametrize("signed", [False, True])
+def test_truncation_anywhere_is_detected(compress, signed):
+    msg = bytes(encode(compress=compress, key=TEST_KEY if signed else None))
+    hlen = PRE.unpack_from(msg)[4]
     cuts = [
         0,
         3,
@@ -216,45 +210,74 @@ def test_truncation_anywhere_is_detected(compress):
         len(msg) - 1,
     ]
     for cut in cuts:
+        # Read without a key, lengths are what catch it; with the run's key, a cut message loses (part of)
+        # its tag first, so it is refused before its lengths are even read.
         with pytest.raises(TruncatedMessageError):
             decode_message(msg[:cut])
         with pytest.raises(TruncatedMessageError):
             read_header(msg[:cut])
+        if signed:
+            with pytest.raises((TruncatedMessageError, UnauthenticatedMessageError)):
+                decode(msg[:cut])
 
 
 @pytest.mark.parametrize("compress", [False, True])
-def test_flipped_bytes_fail_the_checksum(compress):
-    msg = bytes(encode(compress=compress))
-    hlen = PRE.unpack_from(msg)[2]
-    for pos in (PRE.size + 1, PRE.size + hlen // 2, PRE.size + hlen + 3, len(msg) - 10, len(msg) - 2):
-        bad = bytearray(msg)
+def test_flipped_bytes_fail_the_checksum_or_the_signature(compress):
+    unsigned = bytes(encode(compress=compress, key=None))
+    signed = bytes(encode(compress=compress))
+    hlen = PRE.unpack_from(unsigned)[4]
+    for pos in (
+        PRE.size + 1,
+        PRE.size + hlen // 2,
+        PRE.size + hlen + 3,
+        len(unsigned) - 10,
+        len(unsigned) - 2,
+    ):
+        bad = bytearray(unsigned)
         bad[pos] ^= 0x5A
         with pytest.raises(ChecksumMismatchError):
-            decode_message(bad)
+            decode_message(bad)  # an --insecure-weights run: the crc is all there is
+        bad = bytearray(signed)
+        bad[pos] ^= 0x5A
+        with pytest.raises(UnauthenticatedMessageError):
+            decode(bad)
 
 
 def test_bad_magic_version_and_trailing_bytes():
     msg = bytearray(encode())
     with pytest.raises(MalformedMessageError, match="not an ActorQ"):
-        decode_message(b"XXXX" + bytes(msg[4:]))
+        decode(b"XXXX" + bytes(msg[4:]))
     struct.pack_into("<H", msg, 4, MESSAGE_VERSION + 1)
-    with pytest.raises(UnsupportedVersionError, match="version 2"):
-        decode_message(msg)
+    with pytest.raises(UnsupportedVersionError, match=f"version {MESSAGE_VERSION + 1}"):
+        decode(msg)
     with pytest.raises(UnsupportedVersionError):
         read_header(msg)
     with pytest.raises(MalformedMessageError, match="unexpected bytes"):
         decode_message(bytes(encode()) + b"\0")
+    with pytest.raises(UnauthenticatedMessageError):
+        decode(bytes(encode()) + b"\0")  # the last 32 bytes are no longer the tag
+
+
+def test_format_1_messages_get_their_own_error():
+    """The unsigned format of earlier builds: a specific error, whether or not the reader holds a key."""
+    v1 = struct.pack("<4sHIQ", b"AQWM", 1, 8, 0) + b"{}      " + b"\0" * 4
+    for read in (decode, decode_message, read_header):
+        with pytest.raises(LegacyUnsignedMessageError, match="format version 1 is unsigned") as err:
+            read(v1)
+        assert isinstance(err.value, UnauthenticatedMessageError) and isinstance(
+            err.value, UnsupportedVersionError
+        )
 
 
 def test_expected_names_and_shapes():
     msg = encode()
     wrong = dict(SHAPES, **{"fc1.weight": (2048, 8)})
     with pytest.raises(ShapeMismatchError, match=r"'fc1.weight' has shape \(16, 8\).*expects \(2048, 8\)"):
-        decode_message(msg, expected=wrong)
+        decode(msg, expected=wrong)
     with pytest.raises(UnknownTensorError, match="ln.scale"):
-        decode_message(msg, expected={k: v for k, v in SHAPES.items() if k != "ln.scale"})
+        decode(msg, expected={k: v for k, v in SHAPES.items() if k != "ln.scale"})
     with pytest.raises(MissingTensorError, match="extra.weight"):
-        decode_message(msg, expected=dict(SHAPES, **{"extra.weight": (1, 1)}))
+        decode(msg, expected=dict(SHAPES, **{"extra.weight": (1, 1)}))
 
 
 @pytest.mark.parametrize("comm_bits", [32, 16])
@@ -264,21 +287,21 @@ def test_decode_catches_non_finite_values_with_valid_crc(comm_bits, bad):
     rec = record(msg, "fc1.bias")
     raw = np.array([bad], np.float32 if comm_bits == 32 else np.float16).tobytes()
     with pytest.raises(NonFiniteWeightsError, match="fc1.bias"):
-        decode_message(patch_payload(msg, rec["data"][0] + 4, raw))
+        decode(patch_payload(msg, rec["data"][0] + 4, raw))
 
 
 def test_decode_catches_bad_scales_and_codes_with_valid_crc():
     msg = encode(comm_bits=8)
     off = record(msg, "fc1.weight")["scale"][0]
     with pytest.raises(NonFiniteWeightsError, match="fc1.weight"):
-        decode_message(patch_payload(msg, off, np.float32(np.nan).tobytes()))
+        decode(patch_payload(msg, off, np.float32(np.nan).tobytes()))
     with pytest.raises(MalformedMessageError, match="not positive"):
-        decode_message(patch_payload(msg, off, np.float32(0.0).tobytes()))
+        decode(patch_payload(msg, off, np.float32(0.0).tobytes()))
     with pytest.raises(NonFiniteWeightsError):
-        decode_message(patch_payload(msg, off, np.float32(1e38).tobytes()))
+        decode(patch_payload(msg, off, np.float32(1e38).tobytes()))
     data_off = record(msg, "fc1.weight")["data"][0]
     with pytest.raises(MalformedMessageError, match="outside"):
-        decode_message(patch_payload(msg, data_off, b"\xff"))  # u = 255 would be code 128
+        decode(patch_payload(msg, data_off, b"\xff"))  # u = 255 would be code 128
 
 
 def _mutations():
@@ -323,7 +346,7 @@ def test_malformed_headers_with_valid_crc(mutate):
     header, payload = split(encode(comm_bits=8))
     mutate(header)
     with pytest.raises(MalformedMessageError):
-        decode_message(rebuild(header, payload))
+        decode(rebuild(header, payload))
 
 
 @pytest.mark.parametrize(
@@ -331,7 +354,7 @@ def test_malformed_headers_with_valid_crc(mutate):
 )
 def test_unparseable_headers(raw):
     with pytest.raises(MalformedMessageError):
-        decode_message(rebuild(None, b"", raw_header=raw))
+        decode(rebuild(None, b"", raw_header=raw))
 
 
 def test_zip_bomb_and_lying_sizes_are_bounded():
@@ -339,20 +362,22 @@ def test_zip_bomb_and_lying_sizes_are_bounded():
     # A stream inflating to far more than declared: decoding stops at the declared size and refuses.
     bomb = zlib.compress(b"\0" * (64 << 20), 9)
     with pytest.raises(MalformedMessageError, match="declared"):
-        decode_message(rebuild(header, bomb))
+        decode(rebuild(header, bomb))
     with pytest.raises(MalformedMessageError, match="implausible"):
-        decode_message(rebuild(dict(header, payload_nbytes=1 << 40), bomb))
+        decode(rebuild(dict(header, payload_nbytes=1 << 40), bomb))
     with pytest.raises(MalformedMessageError, match="corrupt"):
-        decode_message(rebuild(header, b"\x78\x9c garbage"))
+        decode(rebuild(header, b"\x78\x9c garbage"))
     # Declared-size shortfall: stream shorter than payload_nbytes.
     with pytest.raises(MalformedMessageError):
-        decode_message(rebuild(header, zlib.compress(b"\0" * 16)))
+        decode(rebuild(header, zlib.compress(b"\0" * 16)))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.binary(max_size=512))
 def test_random_bytes_only_raise_message_errors(data):
-    for buf in (data, b"AQWM\x01\x00" + data):
+    for buf in (data, b"AQWM\x01\x00" + data, b"AQWM\x02\x00" + data, b"AQWM\x02\x00\x01\x00" + data):
+        with pytest.raises(WeightMessageError):
+            decode(buf)
         with pytest.raises(WeightMessageError):
             decode_message(buf)
 
@@ -367,6 +392,8 @@ def test_mutated_messages_only_raise_message_errors(pos, val, cut):
     bad[pos] = val
     for buf in (bytes(bad), VALID[:cut]):
         with contextlib.suppress(WeightMessageError):  # anything else propagates and fails
+            decode(buf)
+        with contextlib.suppress(WeightMessageError):
             decode_message(buf)
 
 
@@ -386,4 +413,4 @@ def test_fuzzed_header_fields_only_raise_message_errors(key, top, value):
     else:
         header["tensors"][0][key] = value
     with contextlib.suppress(WeightMessageError):
-        decode_message(rebuild(header, payload))
+        decode(rebuild(header, payload))
