@@ -5,7 +5,8 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-RUN_DIR ?= runs/make-run
+# A new dated directory per `make run` (actorq train refuses a non-empty --run-dir unless it is --resume'd).
+RUN_DIR ?= runs/make-run-$(shell date +%Y%m%d-%H%M%S)
 PYTEST_ARGS ?=
 
 .PHONY: run test test-fast lint format bench reproduce venv clean help

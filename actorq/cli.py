@@ -46,12 +46,34 @@ def _train_overrides(args: argparse.Namespace) -> dict:
     return changes
 
 
+def check_new_run_dir(run_dir: Path) -> None:
+    """Refuse a run directory that already holds files: a new run would mix its metrics and checkpoints
+    with another run's (and the learner would silently restore that run's checkpoint)."""
+    try:
+        entries = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--run-dir {run_dir} cannot be read ({exc}): pick another --run-dir") from None
+    if run_dir.exists() and not run_dir.is_dir():
+        raise CliError(f"--run-dir {run_dir} is a file, not a directory: pick a new --run-dir")
+    if entries:
+        shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+        raise CliError(
+            f"--run-dir {run_dir} is not empty (holds {shown}): continue that run with "
+            f"'actorq train --resume {run_dir}', or pick a new or empty --run-dir (leave it out for a dated one)"
+        )
+
+
 def resolve_train_config(args: argparse.Namespace):
     """The config a train command means: file (or a resumed run's), ``key=value`` overrides, then flags."""
     from actorq.envs import validate_task
 
     if args.resume:
         run_dir = Path(args.resume)
+        if args.run_dir and os.path.abspath(args.run_dir) != os.path.abspath(run_dir):
+            raise CliError(
+                f"--resume {run_dir} continues that run in its own directory, but --run-dir {args.run_dir} "
+                f"names another: drop --run-dir, or pass --run-dir {run_dir}"
+            )
         path = run_dir / "config.yaml"
         if not path.is_file():
             raise CliError(
@@ -65,6 +87,7 @@ def resolve_train_config(args: argparse.Namespace):
         path = Path(args.config)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / f"{path.stem}-{stamp}"
+        check_new_run_dir(run_dir)
     config = load_config(path, args.overrides)
     config = replace(config, **_train_overrides(args))
     validate_task(config.env)
@@ -76,8 +99,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "config.yaml"
     save_config(config, config_path)
-    if not args.resume and (run_dir / "summary.json").exists():
-        (run_dir / "summary.json").unlink()
     sys.stdout.write(f"run directory: {run_dir}\n")
     if config.launcher == "local":
         from launch.local import LocalLauncher
@@ -142,7 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--comm-bits", type=int, choices=COMM_BITS)
     train.add_argument("--actors", type=int)
     train.add_argument("--launcher", choices=LAUNCHERS)
-    train.add_argument("--run-dir")
+    train.add_argument(
+        "--run-dir", help="new or empty directory for the run (default runs/<config>-<date>-<time>)"
+    )
     train.add_argument("--max-minutes", type=float)
     train.add_argument("--max-actor-steps", type=int)
     train.add_argument("--target-return", type=float)
