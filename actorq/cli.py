@@ -195,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_sub = bench.add_subparsers(dest="bench", required=True)
     _add_optional(bench_sub, "actorq.bench.policy", "add_parser")
     _add_optional(bench_sub, "actorq.bench.actors", "add_parser")
+    _add_optional(bench_sub, "actorq.bench.learner", "add_parser")
     _add_optional(bench_sub, "actorq.bench.ablation", "add_parser")
     _add_optional(bench_sub, "actorq.bench.acme_baseline", "add_parser")
     _add_optional(bench_sub, "actorq.studies.cli", "add_bench_parser")

@@ -17,6 +17,7 @@ from actorq.roles.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_UNREACHABLE,
+    apply_learner_environment,
     install_stop_handlers,
     quiet_tensorflow,
 )
@@ -78,6 +79,8 @@ def main(
     stop: threading.Event | None = None,
 ) -> int:
     """Run one role until stopped; returns the process exit status (0 ok, 1 failed, 3 replay unreachable)."""
+    if role == "learner":  # before anything below loads TensorFlow (replay imports reverb, which imports TF)
+        apply_learner_environment(config)
     from actorq.replay.client import ReplayUnreachableError
 
     stop = stop or threading.Event()

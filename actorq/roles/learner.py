@@ -81,7 +81,7 @@ class LearnerRole(RoleBase):
         self, config: ExperimentConfig, run_dir: str | Path, address: str, connect_timeout_s: float = 60
     ):
         super().__init__(config, run_dir)
-        self.gpus = configure_tensorflow()
+        self.gpus = configure_tensorflow(config.learner.intra_op_threads, config.learner.inter_op_threads)
         log.info("learner devices: %s", self.gpus or "CPU only")
         client = connect(address, timeout_s=connect_timeout_s)
         env = make_environment(config.env, seed=config.seed)
