@@ -1,4 +1,5 @@
-# ActorQ: two commands. `make run` trains with int8 actors and prints a summary; `make test` runs the test suite.
+# ActorQ: two commands. `make run` trains with int8 actors and prints a summary (README says why it is DQN on
+# CartPole-v1); `make test` runs the test suite.
 # Both build the pinned Python 3.10 virtualenv .venv first when it is missing (about 3 minutes here).
 
 SHELL := /bin/bash
@@ -12,7 +13,7 @@ PYTEST_ARGS ?=
 .PHONY: run test test-fast lint format bench reproduce venv clean help
 
 help:
-	@echo "make run        train D4PG on dm_control cartpole:balance with int8 actors (<= 10 min), print the summary"
+	@echo "make run        train DQN (3x2048) on CartPole-v1 with int8 actors to return 195 (<= 10 min), print the summary"
 	@echo "make test       the full CPU test suite (unit, reverb, integration, slow; not gpu)"
 	@echo "make test-fast  unit tests only"
 	@echo "make lint       ruff check + format check"
@@ -50,8 +51,8 @@ $(STAMP): requirements.lock pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/actorq train configs/d4pg/dmc_cartpole_balance.yaml --precision int8 --actors 2 \
-		--max-minutes 10 --target-return 900 --run-dir $(RUN_DIR)
+	$(VENV)/bin/actorq train configs/dqn/gym_cartpole.yaml --precision int8 --actors 2 \
+		--max-minutes 10 --target-return 195 --run-dir $(RUN_DIR)
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not gpu" $(PYTEST_ARGS)
@@ -72,6 +73,7 @@ bench: $(STAMP)
 	mkdir -p reports/bench
 	$(VENV)/bin/actorq bench policy --quick --json reports/bench_policy.json
 	$(VENV)/bin/actorq bench actors configs/d4pg/dmc_cartpole_balance.yaml --precisions fp32,int8 --actors 1 --update-period 1000 --seconds 10 --repeats 2 --json reports/bench/actors_quick.json
+	$(VENV)/bin/actorq bench learner configs/d4pg/dmc_cartpole_balance.yaml --seconds 10 --repeats 2 --json reports/bench/learner_quick.json
 	$(VENV)/bin/actorq bench ablation configs/d4pg/dmc_cartpole_balance.yaml --seconds 5 --repeats 1 --sweep-periods 10,100,1000 --json reports/bench/ablation_quick.json
 	$(VENV)/bin/actorq bench acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --quick --out reports/acme-baseline-quick
 	$(VENV)/bin/actorq report reports/acme-baseline-quick --bench reports/bench/actors_quick.json --bench reports/bench/ablation_quick.json --out reports
