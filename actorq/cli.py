@@ -96,6 +96,13 @@ def resolve_train_config(args: argparse.Namespace):
 
 def cmd_train(args: argparse.Namespace) -> int:
     config, run_dir = resolve_train_config(args)
+    if config.launcher == "launchpad" and config.learner.jit_optimizer:
+        # In Launchpad's node processes TF 2.8 cannot run an XLA-compiled function nested in the learner's step
+        # ("Can't find a function ... _XlaMustCompile"); the local launcher runs the same roles without this.
+        log.warning(
+            "launchpad launcher: learner.jit_optimizer turned off (XLA nested in tf.function fails there)"
+        )
+        config = replace(config, **{"learner.jit_optimizer": False})
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "config.yaml"
     save_config(config, config_path)

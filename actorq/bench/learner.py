@@ -40,6 +40,8 @@ from actorq.config import ConfigError, ExperimentConfig, load_config, replace, s
 
 log = logging.getLogger(__name__)
 
+ACTOR_MARGIN_S = 2.0
+"""With ``--actors``: actors step this much longer than the learner, so they cover its whole measured window."""
 START_TIMEOUT_S = 900.0
 """TensorFlow import, tracing and (with XLA) compiling the 3x2048 update on a loaded 2-core machine."""
 
@@ -149,8 +151,14 @@ def run_bench(
     repeats: int,
     prefill_size: int,
     breakdown_steps: int = 10,
+    actors: int = 0,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Run the variants' blocks interleaved; return one record per block and the prefill facts."""
+    """Run the variants' blocks interleaved; return one record per block and the prefill facts.
+
+    With ``actors`` > 0, that many real actors (the config's precision, wire bits and pull period; one process and
+    torch thread each, as in a run) step through every learner block, sharing the CPU with the learner as in a
+    run; they write into their own replay, so the learner's replay stays as pre-filled.
+    """
     from actorq.envs import make_environment
     from actorq.replay import make_server
     from actorq.replay.tables import environment_spec_for
@@ -163,7 +171,9 @@ def run_bench(
     workers: dict[str, WorkerProcess] = {}
     records: list[dict[str, Any]] = []
     ok = False
+    stack = contextlib.ExitStack()
     try:
+        pool, actor_cfg = _start_actors(stack, config, actors) if actors else (None, None)
         started = time.perf_counter()
         filled = prefill(server.localhost_client(), base, prefill_size)
         fill = {"transitions": filled, "seconds": time.perf_counter() - started}
@@ -180,9 +190,14 @@ def run_bench(
         order = block_order([v.name for v in variants], repeats)
         for i, (repeat, name) in enumerate(order):
             load_before = os.getloadavg()[0]
+            if pool is not None:  # actors step from just before until just after the learner's stepping
+                pool.start_block(actor_cfg, seconds + ACTOR_MARGIN_S, fresh=False)
             workers[name].send({"cmd": "go", "seconds": seconds, "breakdown_steps": breakdown_steps})
             record = json.loads(workers[name].expect("result", seconds * 4 + 600))
-            record.update(variant=name, repeat=repeat, block=i, load_before=load_before)
+            if pool is not None:
+                acted = pool.finish_block(seconds + ACTOR_MARGIN_S)
+                record["actor_steps_per_s"] = float(sum(a["steps_per_s"] for a in acted))
+            record.update(variant=name, repeat=repeat, block=i, load_before=load_before, actors=actors)
             record["load_after"] = os.getloadavg()[0]
             records.append(record)
             log.info("[%d/%d] %s: %.2f learner steps/s", i + 1, len(order), name, record["steps_per_s"])
@@ -190,12 +205,36 @@ def run_bench(
     finally:
         for worker in workers.values():
             worker.stop()
+        stack.close()
         server.stop()
         if ok:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             log.warning("learner bench worker logs kept in %s", workdir)
     return records, fill
+
+
+def _start_actors(stack: contextlib.ExitStack, config: ExperimentConfig, n: int):
+    """``n`` actor worker processes with the config's actor settings and a published policy (own replay)."""
+    from actorq.bench.actors import bench_config as actor_bench_config
+    from actorq.bench.actors import reference_state
+    from actorq.bench.pool import Variant, WorkerPool
+    from actorq.quantize.codec import encode_message
+
+    variant = Variant(config.actor.precision, config.comm_bits, config.actor.update_period)
+    cfg = actor_bench_config(config, variant, n)
+    pool = stack.enter_context(WorkerPool(cfg, n))
+    message = encode_message(
+        reference_state(config),
+        version=1,
+        learner_step=0,
+        precision=variant.precision,
+        comm_bits=variant.comm_bits,
+        compress=cfg.quantizer.compress,
+        per_channel=cfg.quantizer.per_channel,
+    )
+    pool.publish(message)
+    return pool, cfg
 
 
 def summarize(records: list[dict[str, Any]], baseline: str) -> list[dict[str, Any]]:
@@ -219,6 +258,12 @@ def summarize(records: list[dict[str, Any]], baseline: str) -> list[dict[str, An
                 "samples_per_s": median * mine[0]["batch_size"],
                 "breakdown_ms": parts,
                 "load_avg": float(np.mean([r["load_before"] for r in mine])),
+                "actors": mine[0].get("actors", 0),
+                "actor_steps_per_s": (
+                    float(np.median([r["actor_steps_per_s"] for r in mine]))
+                    if "actor_steps_per_s" in mine[0]
+                    else None
+                ),
             }
         )
     base = next((r for r in rows if r["variant"] == baseline), rows[0])
@@ -251,6 +296,9 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         f"{'variant':<{width}} {'n':>2} {'steps/s':>8} {'min-max':>13} {'samples/s':>9} {'x base':>6} "
         f"{'paired':>11} " + " ".join(f"{label:>8}" for _, label in BREAKDOWN_COLUMNS) + f" {'load':>5}"
     )
+    with_actors = any(r.get("actor_steps_per_s") is not None for r in rows)
+    if with_actors:
+        head += f" {'actor st/s':>10}"
     lines = [head, "-" * len(head)]
     for r in rows:
         paired = f"{r['speedup_min']:.2f}-{r['speedup_max']:.2f}" if r["speedup_min"] is not None else "-"
@@ -261,6 +309,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             f"{paired:>11} "
             + " ".join(f"{r['breakdown_ms'][key]:>8.1f}" for key, _ in BREAKDOWN_COLUMNS)
             + f" {r['load_avg']:>5.1f}"
+            + (f" {r['actor_steps_per_s']:>10.1f}" if with_actors else "")
         )
     lines.append(
         "(steps/s: LearnerRole.step() incl. sampling and publishing; breakdown in ms, each measured alone: dataset ="
@@ -273,8 +322,16 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 def _main(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.overrides)
-    if args.seconds <= 0 or args.repeats < 1 or args.prefill < 1 or args.breakdown_steps < 1:
-        raise ConfigError("--seconds, --repeats, --prefill and --breakdown-steps must be positive")
+    if (
+        args.seconds <= 0
+        or args.repeats < 1
+        or args.prefill < 1
+        or args.breakdown_steps < 1
+        or args.actors < 0
+    ):
+        raise ConfigError(
+            "--seconds, --repeats, --prefill and --breakdown-steps must be positive, --actors >= 0"
+        )
     variants = [parse_variant(v) for v in args.variants.split(",") if v.strip()]
     if not variants or len({v.name for v in variants}) != len(variants):
         raise ConfigError(f"--variants {args.variants!r}: name each variant once (comma-separated)")
@@ -291,12 +348,13 @@ def _main(args: argparse.Namespace) -> int:
         "batch_size": config.learner.batch_size,
         "seconds": args.seconds,
         "repeats": args.repeats,
+        "actors": args.actors,
         "machine": machine_info(),
         "cpu_flags": _cpu_flags(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     records, fill = run_bench(
-        config, variants, args.seconds, args.repeats, args.prefill, args.breakdown_steps
+        config, variants, args.seconds, args.repeats, args.prefill, args.breakdown_steps, args.actors
     )
     rows = summarize(records, baseline=variants[0].name)
     meta["prefill"] = fill
@@ -342,6 +400,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=int,
         default=10,
         help="calls timed per breakdown part per block (default 10)",
+    )
+    parser.add_argument(
+        "--actors",
+        type=int,
+        default=0,
+        help="real actors stepping during every learner block (the config's precision; default 0: learner alone)",
     )
     parser.add_argument("--json", dest="json_path", metavar="PATH", help="write records and summary as JSON")
     parser.set_defaults(func=_main)
