@@ -1,17 +1,19 @@
-# ActorQ: two commands. `make run` trains with int8 actors and prints a summary; `make test` runs the test suite.
+# ActorQ: two commands. `make run` trains with int8 actors and prints a summary (README says why it is DQN on
+# CartPole-v1); `make test` runs the test suite.
 # Both build the pinned Python 3.10 virtualenv .venv first when it is missing (about 3 minutes here).
 
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-RUN_DIR ?= runs/make-run
+# A new dated directory per `make run` (actorq train refuses a non-empty --run-dir unless it is --resume'd).
+RUN_DIR ?= runs/make-run-$(shell date +%Y%m%d-%H%M%S)
 PYTEST_ARGS ?=
 
 .PHONY: run test test-avx2 test-fast lint format bench reproduce venv clean help
 
 help:
-	@echo "make run        train D4PG on dm_control cartpole:balance with int8 actors (<= 10 min), print the summary"
+	@echo "make run        train DQN (3x2048) on CartPole-v1 with int8 actors to return 195 (<= 10 min), print the summary"
 	@echo "make test       the full CPU test suite (unit, reverb, integration, slow; not gpu)"
 	@echo "make test-fast  unit tests only"
 	@echo "make test-avx2  kernel and parity tests with oneDNN/ATen limited to AVX2 (part of make test on AVX512 CPUs)"
@@ -50,8 +52,8 @@ $(STAMP): requirements.lock pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/actorq train configs/d4pg/dmc_cartpole_balance.yaml --precision int8 --actors 2 \
-		--max-minutes 10 --target-return 900 --run-dir $(RUN_DIR)
+	$(VENV)/bin/actorq train configs/dqn/gym_cartpole.yaml --precision int8 --actors 2 \
+		--max-minutes 10 --target-return 195 --run-dir $(RUN_DIR)
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not gpu" $(PYTEST_ARGS)
@@ -88,6 +90,7 @@ bench: $(STAMP)
 	mkdir -p $(BENCH_OUT)
 	$(VENV)/bin/actorq bench policy --quick --json $(BENCH_OUT)/policy.json
 	$(VENV)/bin/actorq bench actors configs/d4pg/dmc_cartpole_balance.yaml --precisions fp32,int8 --actors 1 --update-period 1000 --seconds 10 --repeats 2 --json $(BENCH_OUT)/actors_quick.json
+	$(VENV)/bin/actorq bench learner configs/d4pg/dmc_cartpole_balance.yaml --seconds 10 --repeats 2 --json $(BENCH_OUT)/learner_quick.json
 	$(VENV)/bin/actorq bench ablation configs/d4pg/dmc_cartpole_balance.yaml --seconds 5 --repeats 1 --sweep-periods 10,100,1000 --json $(BENCH_OUT)/ablation_quick.json
 	$(VENV)/bin/actorq bench acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --quick --out $(BENCH_OUT)/acme-baseline-quick
 	$(VENV)/bin/actorq report $(BENCH_OUT)/acme-baseline-quick --bench $(BENCH_OUT)/actors_quick.json --bench $(BENCH_OUT)/ablation_quick.json --out $(BENCH_OUT)/report

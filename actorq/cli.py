@@ -46,12 +46,34 @@ def _train_overrides(args: argparse.Namespace) -> dict:
     return changes
 
 
+def check_new_run_dir(run_dir: Path) -> None:
+    """Refuse a run directory that already holds files: a new run would mix its metrics and checkpoints
+    with another run's (and the learner would silently restore that run's checkpoint)."""
+    try:
+        entries = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--run-dir {run_dir} cannot be read ({exc}): pick another --run-dir") from None
+    if run_dir.exists() and not run_dir.is_dir():
+        raise CliError(f"--run-dir {run_dir} is a file, not a directory: pick a new --run-dir")
+    if entries:
+        shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+        raise CliError(
+            f"--run-dir {run_dir} is not empty (holds {shown}): continue that run with "
+            f"'actorq train --resume {run_dir}', or pick a new or empty --run-dir (leave it out for a dated one)"
+        )
+
+
 def resolve_train_config(args: argparse.Namespace):
     """The config a train command means: file (or a resumed run's), ``key=value`` overrides, then flags."""
     from actorq.envs import validate_task
 
     if args.resume:
         run_dir = Path(args.resume)
+        if args.run_dir and os.path.abspath(args.run_dir) != os.path.abspath(run_dir):
+            raise CliError(
+                f"--resume {run_dir} continues that run in its own directory, but --run-dir {args.run_dir} "
+                f"names another: drop --run-dir, or pass --run-dir {run_dir}"
+            )
         path = run_dir / "config.yaml"
         if not path.is_file():
             raise CliError(
@@ -65,6 +87,7 @@ def resolve_train_config(args: argparse.Namespace):
         path = Path(args.config)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / f"{path.stem}-{stamp}"
+        check_new_run_dir(run_dir)
     config = load_config(path, args.overrides)
     config = replace(config, **_train_overrides(args))
     validate_task(config.env)
@@ -73,11 +96,16 @@ def resolve_train_config(args: argparse.Namespace):
 
 def cmd_train(args: argparse.Namespace) -> int:
     config, run_dir = resolve_train_config(args)
+    if config.launcher == "launchpad" and config.learner.jit_optimizer:
+        # In Launchpad's node processes TF 2.8 cannot run an XLA-compiled function nested in the learner's step
+        # ("Can't find a function ... _XlaMustCompile"); the local launcher runs the same roles without this.
+        log.warning(
+            "launchpad launcher: learner.jit_optimizer turned off (XLA nested in tf.function fails there)"
+        )
+        config = replace(config, **{"learner.jit_optimizer": False})
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "config.yaml"
     save_config(config, config_path)
-    if not args.resume and (run_dir / "summary.json").exists():
-        (run_dir / "summary.json").unlink()
     sys.stdout.write(f"run directory: {run_dir}\n")
     insecure = args.insecure_weights
     if config.launcher == "local":
@@ -158,7 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--comm-bits", type=int, choices=COMM_BITS)
     train.add_argument("--actors", type=int)
     train.add_argument("--launcher", choices=LAUNCHERS)
-    train.add_argument("--run-dir")
+    train.add_argument(
+        "--run-dir", help="new or empty directory for the run (default runs/<config>-<date>-<time>)"
+    )
     train.add_argument("--max-minutes", type=float)
     train.add_argument("--max-actor-steps", type=int)
     train.add_argument("--target-return", type=float)
@@ -205,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optional(bench_sub, "actorq.bench.policy", "add_parser")
     _add_optional(bench_sub, "actorq.bench.signing", "add_parser")
     _add_optional(bench_sub, "actorq.bench.actors", "add_parser")
+    _add_optional(bench_sub, "actorq.bench.learner", "add_parser")
     _add_optional(bench_sub, "actorq.bench.ablation", "add_parser")
     _add_optional(bench_sub, "actorq.bench.acme_baseline", "add_parser")
     _add_optional(bench_sub, "actorq.studies.cli", "add_bench_parser")

@@ -5,8 +5,9 @@ s1: fp16 int8 fp32, s2: int8 fp32 fp16), so no precision always runs first or la
 (thermal state, neighbours' load) hits every precision alike.
 
 Each run is ``python -m actorq.cli train CONFIG [overrides] --precision P --seed S --run-dir OUT/<P>-s<S>
---quiet`` in its own session, owned by its pid: Ctrl-C or SIGTERM is forwarded to it (the launcher then stops its
-roles and writes ``summary.json`` with ``exit: interrupted``) and the experiment stops with status 130.
+--quiet`` in its own session (console output in ``OUT/logs/<P>-s<S>.log``), owned by its pid: Ctrl-C or SIGTERM
+is forwarded to it (the launcher then stops its roles and writes ``summary.json`` with ``exit: interrupted``) and
+the experiment stops with status 130.
 
 Resuming: a run is finished when its ``summary.json`` exists with an exit reason other than ``interrupted`` or
 ``role_failed``; rerunning the same command skips finished runs. An unfinished run directory is moved aside to
@@ -145,7 +146,9 @@ class Experiment:
         run_dir = self.out / run.name
         if run_dir.exists():
             self._set_aside(run_dir)
-        run_dir.mkdir(parents=True)
+        # The run's console output goes beside its directory: `actorq train` wants a new run's directory empty.
+        log_path = self.out / "logs" / f"{run.name}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
         cmd = train_command(self.args, run, run_dir)
         entry = {"command": cmd, "started_at": time.time(), "order": index}
         self.record["runs"][run.name] = entry
@@ -153,7 +156,7 @@ class Experiment:
         sys.stdout.write(f"[{index + 1}/{len(self.runs)}] {run.name}: {' '.join(cmd[2:])}\n")
         sys.stdout.flush()
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        with (run_dir / "train.log").open("ab") as out:
+        with log_path.open("ab") as out:
             # Its own session: a terminal Ctrl-C reaches only us, and we forward it to this pid alone.
             self.child = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env

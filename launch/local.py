@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
+from actorq.roles.common import learner_environment
 from actorq.roles.weights_key import describe, ensure_run_key, load_key_file
 from launch.energy import EnergyMeter
 from launch.monitor import RunMonitor, format_summary
@@ -106,8 +107,13 @@ class LocalLauncher(LauncherBase):
     def _spawn(self, child: Child) -> None:
         with child.log_path.open("ab") as out:
             # A new session: terminal Ctrl-C reaches only the launcher, which then stops roles in order.
+            env = _child_env()
+            if (
+                child.spec.role == "learner"
+            ):  # read by TensorFlow when it loads, so set before the process starts
+                env.update(learner_environment(self.config))
             child.process = subprocess.Popen(
-                child.argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=_child_env()
+                child.argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env
             )
         log.debug("started %s pid %d", child.spec.label, child.pid)
 

@@ -166,6 +166,14 @@ class WorkerPool:
 
     def run_block(self, config: ExperimentConfig, seconds: float, fresh: bool) -> list[dict[str, Any]]:
         """Every worker builds an ActorRole from ``config``, then all step for ``seconds`` at once."""
+        self.start_block(config, seconds, fresh)
+        return self.finish_block(seconds)
+
+    def start_block(self, config: ExperimentConfig, seconds: float, fresh: bool) -> None:
+        """Build every worker's ActorRole from ``config`` and, once all are ready, start ``seconds`` of stepping.
+
+        Returns while they step (``actorq bench learner`` runs a learner meanwhile); :meth:`finish_block` collects.
+        """
         self._blocks += 1
         path = self.workdir / f"block_{self._blocks}.yaml"
         save_config(config, path)
@@ -177,6 +185,9 @@ class WorkerPool:
             proc.stdin.flush()
         self._expect_all("ready", START_TIMEOUT_S)
         self._send({"cmd": "go", "seconds": seconds, "fresh": fresh})
+
+    def finish_block(self, seconds: float) -> list[dict[str, Any]]:
+        """Each worker's result of the block :meth:`start_block` started (one record per actor)."""
         results = [json.loads(r) for r in self._expect_all("result", seconds + 300)]
         for i, r in enumerate(results):
             r["actor"] = i

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +43,68 @@ class _LastResult:
         pass
 
 
-def configure_tensorflow(threads: int = 0) -> list[str]:
-    """Use a GPU when TensorFlow sees one (memory growth on), limit CPU threads if asked; returns GPU names."""
+def configure_tensorflow(intra_op_threads: int = 0, inter_op_threads: int = 0) -> list[str]:
+    """Use a GPU when TensorFlow sees one (memory growth on), set CPU thread pools if asked; returns GPU names.
+
+    Must run before TensorFlow executes its first op (thread pools are fixed from then on).
+    """
     gpus = tf.config.list_physical_devices("GPU")
     for gpu in gpus:
         tf.config.experimental.set_memory_growth(gpu, True)
-    if threads:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    if intra_op_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(intra_op_threads)
+    if inter_op_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads)
     return [g.name for g in gpus]
+
+
+class _SampleFeed:
+    """Stands in for an Acme learner's dataset iterator while its step is traced: ``next()`` gives the sample
+    passed to the update function, so the step's maths (Acme's own code) runs on a sample taken outside it."""
+
+    def __init__(self) -> None:
+        self.sample: Any = None
+
+    def __iter__(self) -> _SampleFeed:
+        return self
+
+    def __next__(self) -> Any:
+        return self.sample
+
+
+def make_update_function(learner: Any, acme_class: type, jit_compile: bool = False) -> Callable[[Any], Any]:
+    """``update(sample) -> fetches``: one Acme learner step (losses, gradients, optimizer, target update) on a
+    given replay sample, as a ``tf.function`` (XLA-compiled when ``jit_compile``).
+
+    It traces Acme's own ``_step`` body with the dataset iterator swapped for the sample, so the maths is exactly
+    Acme's; only where the sample comes from changes (XLA cannot compile the Reverb dataset op).
+    """
+    body = acme_class.__dict__["_step"].python_function
+
+    def update(sample):
+        real, feed = learner._iterator, _SampleFeed()  # noqa: SLF001
+        feed.sample = sample
+        learner._iterator = feed  # noqa: SLF001
+        try:
+            return body(learner)
+        finally:
+            learner._iterator = real  # noqa: SLF001
+
+    return tf.function(update, jit_compile=jit_compile)
+
+
+class _CompiledOptimizer:
+    """Stands in for a Sonnet optimizer inside an Acme learner: ``apply`` runs as one XLA-compiled function.
+
+    Only where Acme's step calls ``apply``: the optimizer itself (its slots, its checkpoint) is unchanged.
+    """
+
+    def __init__(self, optimizer: snt.Optimizer):
+        self.optimizer = optimizer
+        self.apply = tf.function(optimizer.apply, jit_compile=True)
+
+    def __getattr__(self, name: str) -> Any:  # everything else (variables, slots, step) is the optimizer's
+        return getattr(self.optimizer, name)
 
 
 class AcmeLearner:
@@ -65,12 +119,24 @@ class AcmeLearner:
         objects_to_save: dict[str, Any],
         checkpoint_dir: str | Path | None,
         checkpoint_period_s: float,
+        acme_class: type | None = None,
+        jit_compile: bool = False,
+        target_pairs: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ()),
     ):
         self._learner = learner
         self._policy = policy
         self._counter = counter
         self._results = results
         self._num_steps = objects_to_save["num_steps"]
+        self._acme_class = acme_class or type(learner)
+        self._iterator = learner._iterator  # noqa: SLF001  (the Reverb dataset iterator)
+        self._update: Callable[[Any], Any] | None = None
+        self._target_pairs = target_pairs
+        self._copy_targets: Callable[[], None] | None = None
+        if jit_compile:
+            # Sample outside, update inside the compiled function: Acme's step() calls self._step().
+            self._update = make_update_function(learner, self._acme_class, jit_compile=True)
+            learner._step = lambda: self._update(next(self._iterator))  # noqa: SLF001
         self._checkpointer = None
         if checkpoint_dir is not None:
             self._checkpointer = tf2_savers.Checkpointer(
@@ -94,6 +160,32 @@ class AcmeLearner:
 
     def step(self) -> None:
         self._learner.step()
+
+    # -- the parts of a step, for `actorq bench learner` --------------------------------------------------------
+    def sample(self) -> Any:
+        """One batch from the learner's own replay dataset iterator (what a step consumes)."""
+        return next(self._iterator)
+
+    def update(self, sample: Any) -> dict[str, Any]:
+        """One step's update (losses, gradients, optimizer, target update) on ``sample``, as the learner runs it."""
+        if self._update is None:
+            self._update = make_update_function(self._learner, self._acme_class, jit_compile=False)
+        return self._update(sample)
+
+    def copy_targets(self) -> None:
+        """The online -> target variable copy a step does every ``target_update_period`` steps."""
+        if self._copy_targets is None:
+            online, target = self._target_pairs
+            if len(online) != len(target):
+                raise ValueError(f"{len(online)} online but {len(target)} target variables")
+
+            @tf.function
+            def copy() -> None:
+                for src, dest in zip(online, target):  # noqa: B905  (autograph's zip takes no strict=)
+                    dest.assign(src)
+
+            self._copy_targets = copy
+        self._copy_targets()
 
     def get_variables(self) -> dict[str, np.ndarray]:
         """The policy network's variables (fp32 numpy), keyed by TF variable name."""
@@ -140,9 +232,13 @@ def _make_d4pg(config, spec, iterator, counter, results, checkpoint_dir) -> Acme
         logger=results,
         checkpoint=False,
     )
-    # Adam slots are created lazily; create them now so a checkpoint restore has somewhere to go.
+    # Adam slots are created lazily; create them now so a checkpoint restore has somewhere to go (and so no
+    # variable is created inside a compiled apply).
     policy_opt._initialize(policy.trainable_variables)  # noqa: SLF001
     critic_opt._initialize(critic.trainable_variables)  # noqa: SLF001
+    if config.learner.jit_optimizer:
+        learner._policy_optimizer = _CompiledOptimizer(policy_opt)  # noqa: SLF001
+        learner._critic_optimizer = _CompiledOptimizer(critic_opt)  # noqa: SLF001
     objects = {
         "counter": counter,
         "policy": policy,
@@ -153,8 +249,21 @@ def _make_d4pg(config, spec, iterator, counter, results, checkpoint_dir) -> Acme
         "critic_optimizer": critic_opt,
         "num_steps": learner._num_steps,  # noqa: SLF001
     }
+    targets = (
+        (*critic.variables, *policy.variables),
+        (*target_critic.variables, *target_policy.variables),
+    )
     return AcmeLearner(
-        learner, policy, counter, results, objects, checkpoint_dir, config.learner.checkpoint_period_s
+        learner,
+        policy,
+        counter,
+        results,
+        objects,
+        checkpoint_dir,
+        config.learner.checkpoint_period_s,
+        acme_class=d4pg_learning.D4PGLearner,
+        jit_compile=config.learner.jit_compile,
+        target_pairs=targets,
     )
 
 
@@ -182,10 +291,21 @@ def _make_dqn(config, spec, address, counter, results, checkpoint_dir) -> AcmeLe
         checkpoint=False,
         max_gradient_norm=config.learner.max_gradient_norm or None,
     )
-    objects = dict(learner.state)
+    objects = dict(learner.state)  # the real optimizer (Acme makes its Adam slots eagerly) is what is saved
     objects["counter"] = counter
+    if config.learner.jit_optimizer:
+        learner._optimizer = _CompiledOptimizer(learner._optimizer)  # noqa: SLF001
     return AcmeLearner(
-        learner, network, counter, results, objects, checkpoint_dir, config.learner.checkpoint_period_s
+        learner,
+        network,
+        counter,
+        results,
+        objects,
+        checkpoint_dir,
+        config.learner.checkpoint_period_s,
+        acme_class=dqn_learning.DQNLearner,
+        jit_compile=config.learner.jit_compile,
+        target_pairs=(tuple(network.variables), tuple(target.variables)),
     )
 
 

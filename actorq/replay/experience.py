@@ -27,9 +27,9 @@ def make_dataset(address: str, config: ExperimentConfig):
     return acme_datasets.make_reverb_dataset(
         server_address=address,
         batch_size=config.learner.batch_size,
-        prefetch_size=4,
+        prefetch_size=config.learner.prefetch_size,
         table=EXPERIENCE_TABLE,
-        num_parallel_calls=2,  # small machines: more calls only add threads competing with actors
+        num_parallel_calls=config.learner.sample_parallelism,
     )
 
 

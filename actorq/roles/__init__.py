@@ -21,6 +21,7 @@ from actorq.roles.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_UNREACHABLE,
+    apply_learner_environment,
     install_stop_handlers,
     quiet_tensorflow,
 )
@@ -100,6 +101,8 @@ def main(
     ``weights_key``/``insecure_weights``: see :func:`build_role` (resolve a key with
     :func:`actorq.roles.weights_key.resolve_weights_key`).
     """
+    if role == "learner":  # before anything below loads TensorFlow (replay imports reverb, which imports TF)
+        apply_learner_environment(config)
     from actorq.replay.client import ReplayUnreachableError
 
     stop = stop or threading.Event()

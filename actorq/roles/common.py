@@ -62,6 +62,30 @@ def install_stop_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+ONEDNN_ENV = "TF_ENABLE_ONEDNN_OPTS"
+"""TensorFlow reads this once, when it loads: oneDNN's CPU kernels on (1) or off (0)."""
+
+
+def learner_environment(config: ExperimentConfig) -> dict[str, str]:
+    """Environment variables the learner's process needs before TensorFlow loads (``learner.onednn``)."""
+    return {ONEDNN_ENV: "1" if config.learner.onednn else "0"}
+
+
+def apply_learner_environment(config: ExperimentConfig) -> None:
+    """Set :func:`learner_environment` in this process; warn when TensorFlow is already loaded (too late)."""
+    import sys
+
+    wanted = learner_environment(config)
+    stale = {k: v for k, v in wanted.items() if os.environ.get(k) != v}
+    os.environ.update(wanted)
+    if stale and "tensorflow" in sys.modules:
+        log.warning(
+            "TensorFlow was loaded before the learner's settings %s: they do not apply in this process "
+            "(start the learner in its own process, e.g. the local launcher or `actorq role learner`)",
+            stale,
+        )
+
+
 def quiet_tensorflow() -> None:
     """Silence TF's C++ start-up chatter before it is imported (roles import reverb, which imports TF)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

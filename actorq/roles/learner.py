@@ -106,7 +106,7 @@ class LearnerRole(RoleBase):
         super().__init__(config, run_dir)
         if weights_key is None:
             log.warning("learner PUBLISHES UNSIGNED WEIGHTS (--insecure-weights)")
-        self.gpus = configure_tensorflow()
+        self.gpus = configure_tensorflow(config.learner.intra_op_threads, config.learner.inter_op_threads)
         log.info("learner devices: %s", self.gpus or "CPU only")
         client = connect(address, timeout_s=connect_timeout_s)
         env = make_environment(config.env, seed=config.seed)

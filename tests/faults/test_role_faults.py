@@ -62,7 +62,7 @@ class Run:
         assert self.proc.poll() is None, f"the run ended ({self.proc.returncode}): {self.tail()}"
 
     def tail(self) -> str:
-        out = self.dir / "launcher.out"
+        out = self.dir.parent / f"{self.dir.name}.out"
         return out.read_text(errors="replace")[-2000:] if out.exists() else ""
 
 
@@ -89,10 +89,12 @@ def run(tmp_path_factory):
             "evaluator.period_s": 5.0,
         },
     )
-    save_config(config, run_dir / "in.yaml")
-    with (run_dir / "launcher.out").open("wb") as out:
+    # The config and the launcher's output sit beside the run directory: a new run's directory must start empty.
+    save_config(config, run_dir.parent / f"{run_dir.name}.yaml")
+    with (run_dir.parent / f"{run_dir.name}.out").open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "actorq.cli", "train", str(run_dir / "in.yaml"), "--run-dir", str(run_dir)]
+            [sys.executable, "-m", "actorq.cli", "train", str(run_dir.parent / f"{run_dir.name}.yaml")]
+            + ["--run-dir", str(run_dir)]
             + ["--quiet"],
             cwd=ROOT,
             stdout=out,

@@ -22,13 +22,14 @@ pytestmark = pytest.mark.slow
 
 
 def _train(run_dir: Path, *extra: str, timeout: float = 400) -> subprocess.CompletedProcess:
+    """Train the config saved beside ``run_dir`` (a run directory must start empty)."""
     return subprocess.run(
         [
             sys.executable,
             "-m",
             "actorq.cli",
             "train",
-            str(run_dir / "in.yaml"),
+            str(run_dir.parent / "in.yaml"),
             "--run-dir",
             str(run_dir),
             "--quiet",
@@ -53,18 +54,19 @@ def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
         "dqn", launcher=launcher, max_actor_steps=800, max_minutes=5, **{"replay.samples_per_insert": 2.0}
     )
     save_config(config, tmp_path / "in.yaml")
-    result = _train(tmp_path)
+    run_dir = tmp_path / "run"
+    result = _train(run_dir)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["exit"] == "max_actor_steps" and summary["launcher"] == launcher
     assert summary["weights_signing"]["scheme"] == "hmac-sha256" and summary["rejected_messages"] == 0
     assert summary["learner_steps"] > 0 and summary["actor_steps"] >= 800
     assert summary["min_broadcasts_received"] >= 1 and summary["evaluations"] >= 1
     for role in ("replay", "learner", "quantizer", "actor_0", "actor_1", "evaluator"):
-        assert (tmp_path / role / "metrics.csv").exists(), role
+        assert (run_dir / role / "metrics.csv").exists(), role
     # Each actor owns its process, so it reports that process's CPU time (the report's unthrottled actor rate).
     for actor in ("actor_0", "actor_1"):
-        cpu = [row["cpu_s"] for row in read_metrics(tmp_path / actor / "metrics.csv")]
+        cpu = [row["cpu_s"] for row in read_metrics(run_dir / actor / "metrics.csv")]
         assert cpu[-1] > cpu[0] > 0, actor
     _no_children_left()
 
@@ -73,6 +75,7 @@ def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
 def test_signal_stops_every_role_and_writes_summary(tmp_path, sig):
     config = tiny_config("dqn", launcher="local", max_minutes=10)
     save_config(config, tmp_path / "in.yaml")
+    run_dir = tmp_path / "run"
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -81,7 +84,7 @@ def test_signal_stops_every_role_and_writes_summary(tmp_path, sig):
             "train",
             str(tmp_path / "in.yaml"),
             "--run-dir",
-            str(tmp_path),
+            str(run_dir),
             "--quiet",
         ],
         cwd=ROOT,
@@ -91,8 +94,8 @@ def test_signal_stops_every_role_and_writes_summary(tmp_path, sig):
     deadline = time.monotonic() + 240
 
     def learning():
-        rows = read_metrics(tmp_path / "learner" / "metrics.csv")
-        return rows and rows[-1]["step"] > 0 and (tmp_path / "evaluator" / "metrics.csv").exists()
+        rows = read_metrics(run_dir / "learner" / "metrics.csv")
+        return rows and rows[-1]["step"] > 0 and (run_dir / "evaluator" / "metrics.csv").exists()
 
     while time.monotonic() < deadline and not learning():
         time.sleep(1)
@@ -104,11 +107,11 @@ def test_signal_stops_every_role_and_writes_summary(tmp_path, sig):
     proc.wait(timeout=30)
     assert time.monotonic() - started < 10
     assert proc.returncode == 130
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["exit"] == "interrupted" and summary["learner_steps"] > 0
     # Every role flushed a final metrics row while stopping (the evaluator writes rows only per evaluation).
     for role in ("replay", "learner", "quantizer", "actor_0", "actor_1"):
-        assert read_metrics(tmp_path / role / "metrics.csv")[-1]["time"] >= signalled, role
+        assert read_metrics(run_dir / role / "metrics.csv")[-1]["time"] >= signalled, role
     time.sleep(0.5)
     assert not [
         pid for pid in children if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
@@ -124,13 +127,14 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
         **{"replay.samples_per_insert": 2.0, "learner.checkpoint_period_s": 5.0},
     )
     save_config(config, tmp_path / "in.yaml")
-    first = _train(tmp_path)
+    run_dir = tmp_path / "run"
+    first = _train(run_dir)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
-    before = json.loads((tmp_path / "summary.json").read_text())
-    assert list((tmp_path / "checkpoints" / "learner").glob("ckpt-*"))
-    assert list((tmp_path / "checkpoints" / "replay").iterdir())
-    rows_before = len(read_metrics(tmp_path / "learner" / "metrics.csv"))
-    key = (tmp_path / "secrets" / "weights.key").read_text()
+    before = json.loads((run_dir / "summary.json").read_text())
+    assert list((run_dir / "checkpoints" / "learner").glob("ckpt-*"))
+    assert list((run_dir / "checkpoints" / "replay").iterdir())
+    rows_before = len(read_metrics(run_dir / "learner" / "metrics.csv"))
+    key = (run_dir / "secrets" / "weights.key").read_text()
     resumed = subprocess.run(
         [
             sys.executable,
@@ -138,7 +142,7 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
             "actorq.cli",
             "train",
             "--resume",
-            str(tmp_path),
+            str(run_dir),
             "--quiet",
             "--max-actor-steps",
             "3000",
@@ -149,16 +153,16 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
         timeout=400,
     )
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
-    after = json.loads((tmp_path / "summary.json").read_text())
+    after = json.loads((run_dir / "summary.json").read_text())
     assert after["learner_steps"] > before["learner_steps"]
     assert after["actor_steps"] >= 3000
-    learner_rows = read_metrics(tmp_path / "learner" / "metrics.csv")
+    learner_rows = read_metrics(run_dir / "learner" / "metrics.csv")
     # Nothing was lost: the launcher stopped the learner while actors still fed it, so it saved at its last step
     # and the resumed learner continued from there (steps never go back), not from zero or an earlier checkpoint.
     steps = [row["step"] for row in learner_rows]
     assert steps == sorted(steps)
     assert steps[rows_before] >= before["learner_steps"]
     # The resumed run signed and verified with the run's own key: same file, same run id, nothing rejected.
-    assert (tmp_path / "secrets" / "weights.key").read_text() == key
+    assert (run_dir / "secrets" / "weights.key").read_text() == key
     assert after["weights_signing"] == before["weights_signing"] and after["rejected_messages"] == 0
     _no_children_left()

@@ -1,0 +1,412 @@
+"""``actorq bench learner``: learner steps/s and samples/s on a pre-filled replay, per learner setting.
+
+This process starts a Reverb server with the experiment's tables but no samples-per-insert limiter (the learner
+never waits for actors) and fills the experience table with real n-step transitions (uniformly random actions in
+the task, through Acme's adder). Each *variant* (a set of ``learner.*`` settings, see :data:`TOKENS`) runs in its
+own worker process, ``python -m actorq.bench.learner_worker``, with its environment set before TensorFlow loads
+(``learner.onednn`` cannot change once it has). Workers build the real :class:`~actorq.roles.learner.LearnerRole`
+(Acme learner, replay dataset, background weight publisher) and take JSON-line commands on stdin. Blocks of
+``--seconds`` interleave the variants in an order rotated each repeat, so drift of this shared machine hits every
+variant alike; one variant runs at a time while the others idle.
+
+Per block: learner steps/s through ``LearnerRole.step()`` (sampling, update, publishing every
+``publish_period`` steps, as in a run) and samples/s (steps x batch). Then a breakdown measured on its own:
+dataset (``next()`` on the learner's iterator in a tight loop), update on a fixed batch (losses, gradients,
+optimizer; as the variant compiles it), the online->target copy (per copy, and per step over
+``target_update_period``) and publishing (variables to numpy + fp32 message encode, per publish and per step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from actorq.bench.actors import block_order
+from actorq.bench.learner_worker import WorkerProcess
+from actorq.bench.pool import machine_info
+from actorq.config import ConfigError, ExperimentConfig, load_config, replace, save_config
+
+log = logging.getLogger(__name__)
+
+ACTOR_MARGIN_S = 2.0
+"""With ``--actors``: actors step this much longer than the learner, so they cover its whole measured window."""
+START_TIMEOUT_S = 900.0
+"""TensorFlow import, tracing and (with XLA) compiling the 3x2048 update on a loaded 2-core machine."""
+
+PLAIN = {
+    "learner.onednn": False,
+    "learner.jit_compile": False,
+    "learner.jit_optimizer": False,
+    "learner.intra_op_threads": 0,
+    "learner.inter_op_threads": 0,
+    "learner.prefetch_size": 4,
+    "learner.sample_parallelism": 2,
+}
+"""The learner as ActorQ ran it before these settings existed: TensorFlow's defaults, Acme's fused step."""
+
+TOKENS = {
+    "onednn": "learner.onednn",
+    "xla": "learner.jit_compile",
+    "xopt": "learner.jit_optimizer",
+    "intra": "learner.intra_op_threads",
+    "inter": "learner.inter_op_threads",
+    "prefetch": "learner.prefetch_size",
+    "parallel": "learner.sample_parallelism",
+}
+"""Variant syntax: ``config`` (the config's own learner settings) or ``plain`` (:data:`PLAIN`), then ``+``-joined
+tokens applied on top: ``onednn``, ``xla`` (whole update), ``xopt`` (optimizer only) (on), ``intra=N``, ``inter=N``, ``prefetch=N``, ``parallel=N``; e.g.
+``plain+onednn+intra=2``. A variant that does not start with ``config`` or ``plain`` starts from ``plain``."""
+
+
+@dataclass(frozen=True)
+class LearnerVariant:
+    """A named set of ``learner.*`` overrides."""
+
+    name: str
+    changes: tuple[tuple[str, Any], ...]
+
+
+def parse_variant(text: str) -> LearnerVariant:
+    """``plain+onednn+intra=2`` -> its overrides (see :data:`TOKENS`); raises ConfigError on unknown tokens."""
+    parts = [p.strip() for p in text.split("+") if p.strip()]
+    if not parts:
+        raise ConfigError(f"variant {text!r} is empty")
+    changes: dict[str, Any] = {}
+    if parts[0] == "config":
+        parts = parts[1:]
+    else:
+        changes.update(PLAIN)
+        if parts[0] == "plain":
+            parts = parts[1:]
+    for part in parts:
+        key, eq, value = part.partition("=")
+        if key not in TOKENS:
+            raise ConfigError(
+                f"variant {text!r}: unknown token {key!r}; use config or plain, then +-joined "
+                f"{', '.join(k + ('' if k in ('onednn', 'xla', 'xopt') else '=N') for k in TOKENS)}"
+            )
+        if key in ("onednn", "xla", "xopt"):
+            changes[TOKENS[key]] = value.lower() not in ("0", "false", "off") if eq else True
+        else:
+            try:
+                changes[TOKENS[key]] = int(value)
+            except ValueError:
+                raise ConfigError(f"variant {text!r}: {key} needs a whole number, e.g. {key}=2") from None
+    return LearnerVariant(text, tuple(changes.items()))
+
+
+def bench_config(config: ExperimentConfig, variant: LearnerVariant | None = None) -> ExperimentConfig:
+    """The config a bench worker runs: the variant's learner settings, no rate limiter, no checkpoints."""
+    changes = dict(variant.changes) if variant else {}
+    changes.update(
+        {"replay.samples_per_insert": 0.0, "learner.checkpoint_period_s": 0.0, "learner.max_steps": 0}
+    )
+    return replace(config, **changes)
+
+
+def prefill(client: Any, config: ExperimentConfig, transitions: int, seed: int = 0) -> int:
+    """Write ``transitions`` real n-step transitions (uniformly random actions) into the experience table."""
+    from actorq.envs import make_environment
+    from actorq.replay.experience import make_adder
+
+    rng = np.random.default_rng(seed)
+    env = make_environment(config.env, seed=seed)
+    spec = env.action_spec()
+    adder = make_adder(client, config)
+    written = 0
+    timestep = env.reset()
+    adder.add_first(timestep)
+    while written < transitions:
+        if config.algorithm == "d4pg":
+            action = rng.uniform(spec.minimum, spec.maximum, size=spec.shape).astype(spec.dtype)
+        else:
+            action = np.asarray(rng.integers(spec.num_values), dtype=spec.dtype)
+        timestep = env.step(action)
+        adder.add(action, timestep)
+        written += 1
+        if timestep.last():
+            timestep = env.reset()
+            adder.add_first(timestep)
+    adder.reset()
+    env.close()
+    return written
+
+
+def run_bench(
+    config: ExperimentConfig,
+    variants: list[LearnerVariant],
+    seconds: float,
+    repeats: int,
+    prefill_size: int,
+    breakdown_steps: int = 10,
+    actors: int = 0,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run the variants' blocks interleaved; return one record per block and the prefill facts.
+
+    With ``actors`` > 0, that many real actors (the config's precision, wire bits and pull period; one process and
+    torch thread each, as in a run) step through every learner block, sharing the CPU with the learner as in a
+    run; they write into their own replay, so the learner's replay stays as pre-filled.
+    """
+    from actorq.envs import make_environment
+    from actorq.replay import make_server
+    from actorq.replay.tables import environment_spec_for
+
+    base = bench_config(config)
+    env = make_environment(base.env)
+    server = make_server(base, environment_spec_for(env), port=None)
+    env.close()
+    workdir = Path(tempfile.mkdtemp(prefix="actorq-bench-learner-"))
+    workers: dict[str, WorkerProcess] = {}
+    records: list[dict[str, Any]] = []
+    ok = False
+    stack = contextlib.ExitStack()
+    try:
+        pool, actor_cfg = _start_actors(stack, config, actors) if actors else (None, None)
+        started = time.perf_counter()
+        filled = prefill(server.localhost_client(), base, prefill_size)
+        fill = {"transitions": filled, "seconds": time.perf_counter() - started}
+        log.info("replay pre-filled with %d transitions in %.1fs", filled, fill["seconds"])
+        address = f"localhost:{server.port}"
+        for i, variant in enumerate(variants):
+            path = workdir / f"variant_{i}.yaml"
+            save_config(bench_config(config, variant), path)
+            workers[variant.name] = WorkerProcess(i, variant.name, path, address, workdir)
+        for name, worker in workers.items():  # one at a time: each traces (and maybe compiles) its step
+            worker.send({"cmd": "prepare"})
+            info = json.loads(worker.expect("ready", START_TIMEOUT_S))
+            log.info("variant %s ready (first step %.1fs)", name, info["first_step_s"])
+        order = block_order([v.name for v in variants], repeats)
+        for i, (repeat, name) in enumerate(order):
+            load_before = os.getloadavg()[0]
+            if pool is not None:  # actors step from just before until just after the learner's stepping
+                pool.start_block(actor_cfg, seconds + ACTOR_MARGIN_S, fresh=False)
+            workers[name].send({"cmd": "go", "seconds": seconds, "breakdown_steps": breakdown_steps})
+            record = json.loads(workers[name].expect("result", seconds * 4 + 600))
+            if pool is not None:
+                acted = pool.finish_block(seconds + ACTOR_MARGIN_S)
+                record["actor_steps_per_s"] = float(sum(a["steps_per_s"] for a in acted))
+            record.update(variant=name, repeat=repeat, block=i, load_before=load_before, actors=actors)
+            record["load_after"] = os.getloadavg()[0]
+            records.append(record)
+            log.info("[%d/%d] %s: %.2f learner steps/s", i + 1, len(order), name, record["steps_per_s"])
+        ok = True
+    finally:
+        for worker in workers.values():
+            worker.stop()
+        stack.close()
+        server.stop()
+        if ok:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            log.warning("learner bench worker logs kept in %s", workdir)
+    return records, fill
+
+
+def _start_actors(stack: contextlib.ExitStack, config: ExperimentConfig, n: int):
+    """``n`` actor worker processes with the config's actor settings and a published policy (own replay)."""
+    from actorq.bench.actors import bench_config as actor_bench_config
+    from actorq.bench.actors import reference_state
+    from actorq.bench.pool import Variant, WorkerPool
+    from actorq.quantize.codec import encode_message
+
+    variant = Variant(config.actor.precision, config.comm_bits, config.actor.update_period)
+    cfg = actor_bench_config(config, variant, n)
+    pool = stack.enter_context(WorkerPool(cfg, n))
+    message = encode_message(
+        reference_state(config),
+        version=1,
+        learner_step=0,
+        precision=variant.precision,
+        comm_bits=variant.comm_bits,
+        compress=cfg.quantizer.compress,
+        per_channel=cfg.quantizer.per_channel,
+    )
+    pool.publish(message)
+    return pool, cfg
+
+
+def summarize(records: list[dict[str, Any]], baseline: str) -> list[dict[str, Any]]:
+    """Per variant: median steps/s over repeats, min-max, ratio to ``baseline`` (and paired per repeat), breakdown."""
+    names = list(dict.fromkeys(r["variant"] for r in records))
+    rows = []
+    for name in names:
+        mine = [r for r in records if r["variant"] == name]
+        rates = {r["repeat"]: r["steps_per_s"] for r in mine}
+        median = float(np.median(list(rates.values())))
+        parts = {k: float(np.median([r["breakdown_ms"][k] for r in mine])) for k in mine[0]["breakdown_ms"]}
+        rows.append(
+            {
+                "variant": name,
+                "settings": mine[0]["settings"],
+                "repeats": len(rates),
+                "rates_by_repeat": rates,
+                "steps_per_s": median,
+                "steps_per_s_min": min(rates.values()),
+                "steps_per_s_max": max(rates.values()),
+                "samples_per_s": median * mine[0]["batch_size"],
+                "breakdown_ms": parts,
+                "load_avg": float(np.mean([r["load_before"] for r in mine])),
+                "actors": mine[0].get("actors", 0),
+                "actor_steps_per_s": (
+                    float(np.median([r["actor_steps_per_s"] for r in mine]))
+                    if "actor_steps_per_s" in mine[0]
+                    else None
+                ),
+            }
+        )
+    base = next((r for r in rows if r["variant"] == baseline), rows[0])
+    for row in rows:
+        row["baseline"] = base["variant"]
+        row["speedup"] = row["steps_per_s"] / base["steps_per_s"] if base["steps_per_s"] > 0 else None
+        paired = [
+            row["rates_by_repeat"][k] / base["rates_by_repeat"][k]
+            for k in row["rates_by_repeat"]
+            if base["rates_by_repeat"].get(k)
+        ]
+        row["speedup_min"], row["speedup_max"] = (min(paired), max(paired)) if paired else (None, None)
+    return rows
+
+
+BREAKDOWN_COLUMNS = (
+    ("dataset_ms", "dataset"),
+    ("update_ms", "update"),
+    ("target_copy_ms", "tgt copy"),
+    ("target_per_step_ms", "tgt/step"),
+    ("publish_ms", "publish"),
+    ("publish_per_step_ms", "pub/step"),
+)
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """Aligned text table of :func:`summarize` rows (breakdown columns in ms)."""
+    width = max(10, *(len(r["variant"]) for r in rows))
+    head = (
+        f"{'variant':<{width}} {'n':>2} {'steps/s':>8} {'min-max':>13} {'samples/s':>9} {'x base':>6} "
+        f"{'paired':>11} " + " ".join(f"{label:>8}" for _, label in BREAKDOWN_COLUMNS) + f" {'load':>5}"
+    )
+    with_actors = any(r.get("actor_steps_per_s") is not None for r in rows)
+    if with_actors:
+        head += f" {'actor st/s':>10}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        paired = f"{r['speedup_min']:.2f}-{r['speedup_max']:.2f}" if r["speedup_min"] is not None else "-"
+        speed = f"{r['speedup']:.2f}" if r["speedup"] is not None else "-"
+        lines.append(
+            f"{r['variant']:<{width}} {r['repeats']:>2} {r['steps_per_s']:>8.2f} "
+            f"{r['steps_per_s_min']:>6.2f}-{r['steps_per_s_max']:<6.2f} {r['samples_per_s']:>9.0f} {speed:>6} "
+            f"{paired:>11} "
+            + " ".join(f"{r['breakdown_ms'][key]:>8.1f}" for key, _ in BREAKDOWN_COLUMNS)
+            + f" {r['load_avg']:>5.1f}"
+            + (f" {r['actor_steps_per_s']:>10.1f}" if with_actors else "")
+        )
+    lines.append(
+        "(steps/s: LearnerRole.step() incl. sampling and publishing; breakdown in ms, each measured alone: dataset ="
+        " one batch from the learner's iterator, update = losses+gradients+optimizer on a fixed batch, tgt copy ="
+        " online->target copy (tgt/step over target_update_period), publish = variables+fp32 encode on the"
+        " publisher thread (pub/step over publish_period))"
+    )
+    return "\n".join(lines)
+
+
+def _main(args: argparse.Namespace) -> int:
+    config = load_config(args.config, args.overrides)
+    if (
+        args.seconds <= 0
+        or args.repeats < 1
+        or args.prefill < 1
+        or args.breakdown_steps < 1
+        or args.actors < 0
+    ):
+        raise ConfigError(
+            "--seconds, --repeats, --prefill and --breakdown-steps must be positive, --actors >= 0"
+        )
+    variants = [parse_variant(v) for v in args.variants.split(",") if v.strip()]
+    if not variants or len({v.name for v in variants}) != len(variants):
+        raise ConfigError(f"--variants {args.variants!r}: name each variant once (comma-separated)")
+    for v in variants:  # validate every variant's settings before any process starts
+        bench_config(config, v)
+    if args.prefill < config.replay.min_size:
+        raise ConfigError(f"--prefill {args.prefill} is below replay.min_size={config.replay.min_size}")
+    meta = {
+        "config": args.config,
+        "overrides": list(args.overrides),
+        "task": f"{config.env.suite}:{config.env.task}",
+        "algorithm": config.algorithm,
+        "policy_layers": list(config.network.policy_layers),
+        "batch_size": config.learner.batch_size,
+        "seconds": args.seconds,
+        "repeats": args.repeats,
+        "actors": args.actors,
+        "machine": machine_info(),
+        "cpu_flags": _cpu_flags(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    records, fill = run_bench(
+        config, variants, args.seconds, args.repeats, args.prefill, args.breakdown_steps, args.actors
+    )
+    rows = summarize(records, baseline=variants[0].name)
+    meta["prefill"] = fill
+    sys.stdout.write(format_table(rows) + "\n")
+    if args.json_path:
+        doc = {"kind": "learner", "meta": meta, "records": records, "summary": rows}
+        Path(args.json_path).write_text(json.dumps(doc, indent=1, default=float))
+        sys.stdout.write(f"wrote {args.json_path}\n")
+    return 0
+
+
+def _cpu_flags() -> list[str]:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return line.split(":", 1)[1].split()
+    return []
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``learner`` on the ``actorq bench`` subparsers."""
+    parser = subparsers.add_parser(
+        "learner",
+        help="learner steps/s and samples/s on a pre-filled replay, per learner setting",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("config", help="YAML config, e.g. configs/d4pg/dmc_cartpole_balance.yaml")
+    parser.add_argument(
+        "overrides", nargs="*", help="section.key=value overrides (e.g. learner.batch_size=128)"
+    )
+    parser.add_argument(
+        "--variants",
+        default="plain,config",
+        help="comma-separated; first is the baseline. 'config' = the config's learner settings, 'plain' = "
+        "TensorFlow defaults (as before), then +-joined onednn, xla, xopt, intra=N, inter=N, prefetch=N, parallel=N "
+        "(default plain,config)",
+    )
+    parser.add_argument("--seconds", type=float, default=30.0, help="measured seconds per block (default 30)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats (default 3)")
+    parser.add_argument("--prefill", type=int, default=10_000, help="transitions in replay (default 10000)")
+    parser.add_argument(
+        "--breakdown-steps",
+        type=int,
+        default=10,
+        help="calls timed per breakdown part per block (default 10)",
+    )
+    parser.add_argument(
+        "--actors",
+        type=int,
+        default=0,
+        help="real actors stepping during every learner block (the config's precision; default 0: learner alone)",
+    )
+    parser.add_argument("--json", dest="json_path", metavar="PATH", help="write records and summary as JSON")
+    parser.set_defaults(func=_main)
+    return parser
