@@ -82,17 +82,18 @@ def _rejections_after(run_dir: Path, since: float, at_least: dict[str, float]) -
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("forged")
+    base = tmp_path_factory.mktemp("forged")
+    run_dir = base / "run"  # the run owns its directory: the config and the launcher's output live beside it
     config = tiny_config(
         "dqn",
         launcher="local",
         max_minutes=10,
         **{"learner.publish_period": 10**9, "replay.max_size": 200_000, "actor.update_period": 20},
     )
-    save_config(config, run_dir / "in.yaml")
-    with (run_dir / "launcher.out").open("wb") as out:
+    save_config(config, base / "in.yaml")
+    with (base / "launcher.out").open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "actorq.cli", "train", str(run_dir / "in.yaml"), "--run-dir", str(run_dir)]
+            [sys.executable, "-m", "actorq.cli", "train", str(base / "in.yaml"), "--run-dir", str(run_dir)]
             + ["--quiet"],
             cwd=ROOT,
             stdout=out,
@@ -111,7 +112,7 @@ def run(tmp_path_factory):
             300,
             "both actors acting on v1",
         )
-        assert proc.poll() is None, (run_dir / "launcher.out").read_text()[-2000:]
+        assert proc.poll() is None, (base / "launcher.out").read_text()[-2000:]
         yield run_dir, proc, started
     finally:
         if proc.poll() is None:
