@@ -182,6 +182,10 @@ def worker_main(config_path: str, address: str, run_dir: str) -> int:
     config = load_config(config_path)
     apply_learner_environment(config)  # already in the environment the parent gave us; checks it is in time
     from actorq.roles.learner import LearnerRole
+    from actorq.roles.weights_key import ensure_run_key, load_key_file
+
+    # Signed publishing, as in a real run (its cost is part of the publishing time measured).
+    weights_key = load_key_file(ensure_run_key(run_dir))
 
     role = None
     for line in sys.stdin:
@@ -190,7 +194,7 @@ def worker_main(config_path: str, address: str, run_dir: str) -> int:
             if cmd["cmd"] == "exit":
                 break
             if cmd["cmd"] == "prepare":
-                role = LearnerRole(config, run_dir, address)
+                role = LearnerRole(config, run_dir, address, weights_key=weights_key)
                 started = time.perf_counter()
                 role.step()
                 proto.write("@@ready " + json.dumps({"first_step_s": time.perf_counter() - started}) + "\n")

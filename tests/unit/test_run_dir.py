@@ -24,7 +24,7 @@ class _NoLaunch:
 
     started: list[Path] = []
 
-    def __init__(self, config, run_dir, config_path, quiet=False):
+    def __init__(self, config, run_dir, config_path, quiet=False, **options):
         self.run_dir = Path(run_dir)
 
     def run(self) -> int:
