@@ -99,6 +99,18 @@ class MetricsWriter:
                 self._tb = None
 
 
+def json_safe(obj: object) -> object:
+    """``obj`` with every non-finite float (NaN, inf), however deeply nested in dicts and lists, as None (null):
+    strict JSON has no NaN, and a summary or record must load anywhere."""
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
 def read_metrics(path: str | Path) -> list[dict[str, float | str]]:
     """Read a metrics CSV into rows of floats (strings kept where a value is not numeric; empty -> None)."""
     path = Path(path)

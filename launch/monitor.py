@@ -7,13 +7,12 @@ same monitor serves local subprocesses, launchpad and in-process runs.
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 from statistics import mean
 
 from actorq.config import ExperimentConfig
-from actorq.metrics import read_metrics
+from actorq.metrics import json_safe, read_metrics
 from actorq.types import BREAKDOWN_COMPONENTS
 
 
@@ -177,7 +176,7 @@ class RunMonitor:
             "exit": exit_reason,
         }
         summary.update(extra or {})
-        return _clean(summary)
+        return json_safe(summary)
 
     def write_summary(
         self, exit_reason: str, wall_seconds: float | None = None, extra: dict | None = None
@@ -189,17 +188,6 @@ class RunMonitor:
 
 def _fmt(value) -> str:
     return "     -" if value is None else f"{value:8.1f}"
-
-
-def _clean(obj):
-    """JSON-safe: NaN/inf become null."""
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_clean(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def format_summary(summary: dict) -> str:

@@ -36,6 +36,7 @@ from actorq.actors.kernels.verify import (
     verify,
 )
 from actorq.hardware import cpu_fingerprint, cpu_summary
+from actorq.metrics import json_safe
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class Selection:
     def to_json(self) -> dict[str, Any]:
         record = asdict(self)
         record["precision"] = self.precision
-        return _finite(record)
+        return json_safe(record)
 
     def describe(self) -> str:
         """One log line: choice, error, time, rejections."""
@@ -85,16 +86,6 @@ class Selection:
         return f"kernel {self.kernel} ({self.detail}{timed}{', cached' if self.cached else ''})" + (
             f"; rejected {rejected}" if rejected else ""
         )
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_finite(v) for v in obj]
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    return obj
 
 
 def time_kernels(kernels: list[Kernel], x: np.ndarray, budget_s: float = TIME_BUDGET_S) -> dict[str, float]:
