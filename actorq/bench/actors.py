@@ -195,16 +195,21 @@ def summarize(records: list[dict[str, Any]], learner_rate: float | None = None) 
         rows.append(row)
     for row in rows:  # ratios to the fp32/32-bit variant at the same period (else the first variant listed)
         same = [r for r in rows if r["update_period"] == row["update_period"]]
-        base = next((r for r in same if r["variant"] == "fp32/c32"), same[0])
-        row["baseline"] = base["variant"]
-        row["speedup"] = row["steps_per_s"] / base["steps_per_s"] if base["steps_per_s"] > 0 else None
-        paired = [
-            row["rates_by_repeat"][rep] / base["rates_by_repeat"][rep]
-            for rep in row["rates_by_repeat"]
-            if base["rates_by_repeat"].get(rep)
-        ]
-        row["speedup_min"], row["speedup_max"] = (min(paired), max(paired)) if paired else (None, None)
+        set_speedup(row, next((r for r in same if r["variant"] == "fp32/c32"), same[0]))
     return rows
+
+
+def set_speedup(row: dict[str, Any], base: dict[str, Any]) -> None:
+    """``row``'s steps/s against ``base``'s: ``speedup`` (ratio of medians) and the range of the paired
+    per-repeat ratios (``speedup_min``/``speedup_max``: repeats ran interleaved, so each pair shared the machine)."""
+    row["baseline"] = base["variant"]
+    row["speedup"] = row["steps_per_s"] / base["steps_per_s"] if base["steps_per_s"] > 0 else None
+    paired = [
+        row["rates_by_repeat"][rep] / base["rates_by_repeat"][rep]
+        for rep in row["rates_by_repeat"]
+        if base["rates_by_repeat"].get(rep)
+    ]
+    row["speedup_min"], row["speedup_max"] = (min(paired), max(paired)) if paired else (None, None)
 
 
 def amdahl_notes(rows: list[dict[str, Any]]) -> list[str]:

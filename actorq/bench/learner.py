@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.actors import block_order
+from actorq.bench.actors import block_order, set_speedup
 from actorq.bench.learner_worker import WorkerProcess
 from actorq.bench.pool import machine_info
 from actorq.config import ConfigError, ExperimentConfig, load_config, replace, save_config
@@ -268,14 +268,7 @@ def summarize(records: list[dict[str, Any]], baseline: str) -> list[dict[str, An
         )
     base = next((r for r in rows if r["variant"] == baseline), rows[0])
     for row in rows:
-        row["baseline"] = base["variant"]
-        row["speedup"] = row["steps_per_s"] / base["steps_per_s"] if base["steps_per_s"] > 0 else None
-        paired = [
-            row["rates_by_repeat"][k] / base["rates_by_repeat"][k]
-            for k in row["rates_by_repeat"]
-            if base["rates_by_repeat"].get(k)
-        ]
-        row["speedup_min"], row["speedup_max"] = (min(paired), max(paired)) if paired else (None, None)
+        set_speedup(row, base)
     return rows
 
 

@@ -80,13 +80,9 @@ def _trap_payload(marker: Path) -> str:
     return base64.b64encode(pickle.dumps(Trap())).decode()
 
 
-@pytest.mark.parametrize(("algo", "cls", "env_id", "kwargs"), CASES, ids=[f"{c[0]}-{c[2]}" for c in CASES])
-def test_each_algorithm_loads_weights_only(
-    algo: str, cls: type, env_id: str, kwargs: dict, tmp_path: Path
-) -> None:
-    original, path = _save(cls, env_id, tmp_path, **kwargs)
+def _poison_pickled_fields(path: Path, tmp_path: Path) -> Path:
+    """Replace every pickled blob in the zip's data with one that creates a file if unpickled; returns that file."""
     marker = tmp_path / "unpickled"
-    # Poison every pickled blob: if the loader unpickled any of them, the marker file would appear.
     _rewrite_data(
         path,
         lambda d: [
@@ -95,6 +91,15 @@ def test_each_algorithm_loads_weights_only(
             if isinstance(v, dict) and ":serialized:" in v
         ],
     )
+    return marker
+
+
+@pytest.mark.parametrize(("algo", "cls", "env_id", "kwargs"), CASES, ids=[f"{c[0]}-{c[2]}" for c in CASES])
+def test_each_algorithm_loads_weights_only(
+    algo: str, cls: type, env_id: str, kwargs: dict, tmp_path: Path
+) -> None:
+    original, path = _save(cls, env_id, tmp_path, **kwargs)
+    marker = _poison_pickled_fields(path, tmp_path)
     loaded = sb3_zip.load_zip(path)
     assert loaded.algo == algo and not marker.exists()
     assert type(loaded.model) is cls
@@ -214,15 +219,7 @@ def test_image_policies_load_weights_only(cls: type, tmp_path: Path) -> None:
     original = cls("CnnPolicy", _ImageEnv(), device="cpu", seed=0, **kwargs)
     path = tmp_path / "cnn.zip"
     original.save(path)
-    marker = tmp_path / "unpickled"
-    _rewrite_data(
-        path,
-        lambda d: [
-            v.__setitem__(":serialized:", _trap_payload(marker))
-            for v in d.values()
-            if isinstance(v, dict) and ":serialized:" in v
-        ],
-    )
+    marker = _poison_pickled_fields(path, tmp_path)
     loaded = sb3_zip.load_zip(path)
     assert loaded.algo == cls.__name__.lower() and not marker.exists()
     assert loaded.policy_kwargs["normalize_images"] is True
