@@ -31,7 +31,7 @@ PRECISIONS = ("fp32", "fp16", "int8")
 KERNELS = {
     "fp32": ("torch", "ort"),
     "fp16": ("fbgemm", "half"),
-    "int8": ("ort-u8", "ort-s8", "fbgemm", "x86", "onednn", "qnnpack", "intmm"),
+    "int8": ("ort-u8", "ort-s8r", "ort-s8", "fbgemm", "x86", "onednn", "qnnpack", "intmm"),
 }
 """Actor inference kernels per precision (``actorq.actors.kernels`` implements them). ``actor.kernel: auto``
 verifies each against fp32 on the machine that runs the actor and uses the fastest that passes."""

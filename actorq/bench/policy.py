@@ -7,7 +7,8 @@ For a large policy (D4PG 3x2048, obs 24, act 6: the ActorQ paper's size) and a s
   actor does at start: ``verified``, ``rejected`` (with the measured error) or ``unavailable`` (with why);
 * forward latency of each verified kernel at batch 1/8/64 on one thread (``QuantizedPolicy.__call__``, numpy in
   and out, as an actor calls it). Repeats interleave the kernels in a rotating order, so machine drift and
-  neighbours' load hit all alike; median and p10/p90 in microseconds;
+  neighbours' load hit all alike; each visit starts with one untimed call (the steady state an actor running one
+  policy sees, not the cache refill after another kernel's weights); median and p10/p90 in microseconds;
 * the weight-streaming floor at batch 1: the policy's weight bytes at the kernel's precision divided by the
   single-core read bandwidth measured now for a working set of that size (no batch-1 forward can beat it);
 * the weight message at the precision's natural comm width (fp32 -> 32 bits, fp16 -> 16, int8 -> 8, plus int8
@@ -124,6 +125,9 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
         shift = rep % len(cells)
         for name, b in cells[shift:] + cells[:shift]:
             policy, x, out = policies[name], inputs[b], samples[(name, b)]
+            # Untimed: refills the caches the other cells' weights evicted, which an actor running one policy
+            # never has to do; timing it would charge each kernel for its neighbours in this bench.
+            policy(x)
             start = time.perf_counter()
             for _ in range(calls):
                 t0 = time.perf_counter()
