@@ -24,8 +24,9 @@ import pytest
 from actorq.config import save_config
 from actorq.quantize.signing import generate_key
 from tests.conftest import tiny_config
-from tests.faults._helpers import ROOT, alive, last, log_lines, role_pid, rows, wait_until
+from tests.faults._helpers import ROOT, alive, last, log_lines, role_pid, rows
 from tests.messages import rebuild, split
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.faults
 

@@ -23,7 +23,8 @@ import pytest
 from actorq.config import save_config
 from actorq.roles.weights_key import ensure_run_key
 from tests.conftest import tiny_config
-from tests.faults._helpers import ROOT, last, log_lines, rate, record, rows, wait_until
+from tests.faults._helpers import ROOT, last, log_lines, rate, record, rows
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.faults
 

@@ -32,8 +32,8 @@ from tests.faults._helpers import (
     role_pid,
     rows,
     table_sizes,
-    wait_until,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.faults
 
