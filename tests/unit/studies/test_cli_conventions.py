@@ -54,12 +54,14 @@ def test_the_walk_sees_subcommands_at_every_depth():
     assert set(_without_help(undocumented)) == {("x y", "--flag")}
 
 
-OUT = ["--out", "/nonexistent-actorq-test/out"]
+# Stand-ins replaced by paths under the test's tmp_path: MISSING never exists, OUT must stay unwritten.
+MISSING = "<missing>"
+OUT = ["--out", "<out>"]
 BAD_INPUT = {
-    "ptq --bits": (["ptq", "--policy", "/nonexistent-actorq-test", *OUT, "--bits", "fp32,fp17"], "'fp17'"),
-    "ptq --episodes": (["ptq", "--policy", "/nonexistent-actorq-test", *OUT, "--episodes", "0"], "--episodes"),
-    "ptq --policy": (["ptq", "--policy", "/nonexistent-actorq-test", *OUT], "no SB3 policy at"),
-    "weights --bits": (["weights", "--policy", "/nonexistent-actorq-test", *OUT, "--bits", "99"], "[2, 16]"),
+    "ptq --bits": (["ptq", "--policy", MISSING, *OUT, "--bits", "fp32,fp17"], "'fp17'"),
+    "ptq --episodes": (["ptq", "--policy", MISSING, *OUT, "--episodes", "0"], "--episodes"),
+    "ptq --policy": (["ptq", "--policy", MISSING, *OUT], "no SB3 policy at"),
+    "weights --bits": (["weights", "--policy", MISSING, *OUT, "--bits", "99"], "[2, 16]"),
     "qat --bits fp16": (
         ["qat", "--algo", "dqn", "--env", "CartPole-v1", "--bits", "fp16", "--quant-delay", "10", "--steps",
          "100", *OUT],
@@ -77,7 +79,7 @@ BAD_INPUT = {
     "mixed-precision --env": (["mixed-precision", "--env", "CartPole-v9", *OUT], "'CartPole-v9'"),
     "zoo train --steps": (["zoo", "train", "--algo", "ppo", "--env", "CartPole-v1", "--steps", "-5", *OUT], "-5"),
     "zoo train --env": (["zoo", "train", "--algo", "ppo", "--env", "Nope-v0", "--steps", "10", *OUT], "'Nope-v0'"),
-    "studies-report --in": (["studies-report", "--in", "/nonexistent-actorq-test"], "no such directory"),
+    "studies-report --in": (["studies-report", "--in", MISSING], "no such directory"),
     "bench deploy --policies": (["bench", "deploy", "--policies", "I,IV", *OUT], "unknown 'IV'"),
     "bench deploy --backends": (["bench", "deploy", "--backends", "onnx,tflite", *OUT], "unknown 'tflite'"),
     "bench deploy --iters": (["bench", "deploy", "--iters", "0", *OUT], "--iters"),
@@ -87,7 +89,8 @@ BAD_INPUT = {
 @pytest.mark.parametrize("case", sorted(BAD_INPUT))
 def test_bad_input_exits_2_with_one_error_line_and_writes_nothing(case, capsys, tmp_path):
     argv, says = BAD_INPUT[case]
-    argv = [str(tmp_path / "out") if a == OUT[1] else a for a in argv]
+    paths = {OUT[1]: str(tmp_path / "out"), MISSING: str(tmp_path / "missing")}
+    argv = [paths.get(a, a) for a in argv]
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
@@ -95,4 +98,6 @@ def test_bad_input_exits_2_with_one_error_line_and_writes_nothing(case, capsys, 
     errors = [line for line in err.splitlines() if "error:" in line]
     assert len(errors) == 1 and says in errors[0], err
     assert "Traceback" not in err
-    assert not (tmp_path / "out").exists()  # refused before anything ran
+    assert (
+        not (tmp_path / "out").exists() and not (tmp_path / "missing").exists()
+    )  # refused before anything ran
