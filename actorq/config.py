@@ -85,7 +85,8 @@ class ReplayConfig:
     samples_per_insert: float = 16.0
     """Target samples per inserted transition (the paper's spi=16); 0 disables the ratio limiter."""
     error_buffer: float = 0.0
-    """Tolerance of the samples-per-insert limiter in samples; 0 picks max(100, 10*samples_per_insert*batch)/... see replay.tables."""
+    """Tolerance of the samples-per-insert limiter in samples; 0 picks
+    max(0.1 * min_size * samples_per_insert, 2 * learner.batch_size, 2 * samples_per_insert) (replay.tables)."""
     prioritized: bool = False
     """Use a prioritized sampler (DQN default) instead of uniform (D4PG default)."""
     priority_exponent: float = 0.6
@@ -117,7 +118,8 @@ class LearnerConfig:
     publish_period: int = 100
     """Learner steps between pushes of fp32 weights to the quantizer."""
     max_gradient_norm: float = 0.0
-    """Clip gradients to this global norm; 0 disables (D4PG)."""
+    """DQN: clip gradients to this global norm; 0 disables. D4PG ignores it: Acme's D4PG learner always clips
+    both networks' gradients at global norm 40 (and dQ/da at 1)."""
     huber_loss_parameter: float = 1.0
     """DQN Huber loss delta."""
     checkpoint_period_s: float = 60.0

@@ -1,15 +1,17 @@
 """The two interfaces the actor is written against, so tests can stand in for Reverb (named as in Acme).
 
-The distributed loop they serve::
+The distributed loop they serve (publishers take one encoded ``uint8`` message from
+``actorq.quantize.codec.encode_message``; subscribers return the newest one)::
 
-    # actor process                              # learner process
-    actor.observe_first(timestep)                while True:
-    while not timestep.last():                       learner.step()          # samples replay, updates
-        action = actor.select_action(obs)            publisher.publish(learner.get_variables(), step)
-        timestep = env.step(action)
-        actor.observe(action, timestep)          # quantizer process
-        actor.update()   # pulls weights          message = quantize(subscriber.latest())
-                                                 publisher.publish(message)
+    # actor process                          # learner process
+    actor.observe_first(timestep)            while True:
+    while not timestep.last():                   learner.step()   # samples replay, updates
+        action = actor.select_action(obs)        # every publish_period steps: fp32, signed
+        timestep = env.step(action)              publisher.publish(encode_message(variables, version=step, ...))
+        actor.observe(action, timestep)
+        actor.update()   # pulls weights     # quantizer process
+                                             fp32 = decode_message(subscriber.latest())
+                                             publisher.publish(encode_message(torch_state(fp32), precision="int8", ...))
 """
 
 from __future__ import annotations

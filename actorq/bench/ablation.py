@@ -36,11 +36,21 @@ GRID_BITS = (32, 8)
 
 def plan(
     periods: list[int], sweep_periods: list[int], sweep_precisions: list[str]
-) -> tuple[list[Variant], list[Variant]]:
-    """(grid variants, sweep variants); the sweep reuses grid cells it shares with it."""
+) -> tuple[list[Variant], list[Variant], list[Variant]]:
+    """The bench's variants.
+
+    Args:
+        periods: Pull periods K of the communication-vs-computation grid.
+        sweep_periods: Pull periods of the sweep.
+        sweep_precisions: Actor precisions of the sweep (each with its automatic wire width).
+
+    Returns:
+        (grid, sweep, measured): the grid's and the sweep's variants, and every distinct variant to measure in
+        grid-then-sweep order; a sweep cell that is also a grid cell is measured once and reported in both.
+    """
     grid = [Variant(p, b, k) for k in periods for p in GRID_PRECISIONS for b in GRID_BITS]
     sweep = [Variant(p, AUTO_COMM_BITS[p], k) for p in sweep_precisions for k in sweep_periods]
-    return grid, sweep
+    return grid, sweep, list(dict.fromkeys(grid + sweep))
 
 
 def gains(rows: list[dict[str, Any]]) -> list[str]:
@@ -76,8 +86,7 @@ def _main(args: argparse.Namespace) -> int:
     sweep_precisions = parse_list(args.sweep_precisions, PRECISIONS, "--sweep-precisions")
     if min(periods + sweep_periods) < 1 or args.actors < 1 or args.seconds <= 0 or args.repeats < 1:
         raise ConfigError("periods, --actors, --seconds and --repeats must be positive")
-    grid, sweep = plan(periods, sweep_periods, sweep_precisions)
-    variants = list(dict.fromkeys(grid + sweep))
+    grid, sweep, variants = plan(periods, sweep_periods, sweep_precisions)
     records = run_bench(config, variants, args.actors, args.seconds, args.repeats, args.fresh)
     rows = summarize(records, learner_rate=args.learner_rate)
     key = {(v.name, v.update_period) for v in grid}

@@ -21,8 +21,10 @@ POLICY_TABLE = "policy"
 def error_buffer(config: ExperimentConfig) -> float:
     """The samples-per-insert limiter's tolerance (Acme's D4PG rule when the config leaves it 0).
 
-    Acme uses ``min_replay_size * 0.1 * samples_per_insert``; we also keep it at least one learner batch so a
-    learner step is never refused for being a few samples over the ratio.
+    Acme uses ``min_replay_size * 0.1 * samples_per_insert``; we also keep it at least two learner batches, so a
+    learner step is never refused for being a few samples over the ratio, and at least
+    ``2 * samples_per_insert``, above Reverb's floor of ``samples_per_insert`` (a tolerance window of less than
+    ``2 * samples_per_insert`` can block inserts and samples for good).
     """
     if config.replay.error_buffer > 0:
         return config.replay.error_buffer

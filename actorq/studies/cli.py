@@ -25,6 +25,63 @@ def _fail(msg: object) -> SystemExit:
     return SystemExit(2)
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse reports anything else as one ``error:`` line, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+def _bit_width(text: str) -> int:
+    """argparse type: an integer bit width the quantizers support."""
+    from actorq.quantize.affine import MAX_BITS, MIN_BITS
+
+    try:
+        bits = int(text)
+    except ValueError:
+        bits = 0
+    if not MIN_BITS <= bits <= MAX_BITS:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer bit width in [{MIN_BITS}, {MAX_BITS}], got {text!r}"
+        )
+    return bits
+
+
+def _names(value: str, allowed: list[str] | tuple[str, ...], flag: str) -> list[str]:
+    """A comma list of names from ``allowed``, or an ``error:`` naming the unknown ones and the choices."""
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in allowed]
+    if unknown or not names:
+        what = f"unknown {', '.join(repr(n) for n in unknown)}" if unknown else "nothing given"
+        raise _fail(f"{flag} {value!r}: {what}; give a comma list of {', '.join(allowed)}")
+    return names
+
+
+def _check_env(env_id: str) -> None:
+    """An unknown ``--env`` fails here, before any training starts."""
+    from actorq.studies import envs
+
+    try:
+        envs.check_env_id(env_id)
+    except ValueError as e:
+        raise _fail(f"--env: {e}") from None
+
+
 def _threads(n: int) -> None:
     import torch
 
@@ -34,6 +91,7 @@ def _threads(n: int) -> None:
 def cmd_zoo_train(a: argparse.Namespace) -> int:
     from actorq.studies import zoo
 
+    _check_env(a.env)
     _threads(a.threads)
     _, meta = zoo.train(a.algo, a.env, a.steps, out=a.out, seed=a.seed, eval_episodes=a.eval_episodes)
     print(json.dumps(meta, indent=2))
@@ -77,10 +135,14 @@ def _fidelity(meta: dict, res: dict, out: str | None) -> None:
 def cmd_ptq(a: argparse.Namespace) -> int:
     from actorq.studies import ptq
 
+    try:  # before loading the policy: a typo in --bits must not cost a load
+        precisions = ptq.parse_precisions(a.bits)
+    except ValueError as e:
+        raise _fail(f"--bits {a.bits!r}: {e}") from None
     _threads(a.threads)
     model, meta = _load(a)
     cfg = ptq.PtqConfig(
-        precisions=ptq.parse_precisions(a.bits), episodes=a.episodes, seeds=a.seeds,
+        precisions=precisions, episodes=a.episodes, seeds=a.seeds,
         per_channel_linear=a.per_channel_linear, quantize_activations=a.activations, act_bits=a.act_bits,
         calib_steps=a.calib_steps, n_envs=a.n_envs, max_episode_steps=a.max_episode_steps,
     )  # fmt: skip
@@ -94,8 +156,16 @@ def cmd_ptq(a: argparse.Namespace) -> int:
 def cmd_qat(a: argparse.Namespace) -> int:
     from actorq.studies import qat
 
+    try:
+        bits = [_bit_width(b) for b in str(a.bits).split(",")]
+    except argparse.ArgumentTypeError as e:
+        raise _fail(f"--bits {a.bits!r}: each {e} (QAT quantizes to integers: e.g. 8,6,4)") from None
+    if a.quant_delay >= a.steps:
+        raise _fail(
+            f"--quant-delay {a.quant_delay} must be below --steps {a.steps}, or nothing is trained quantized"
+        )
+    _check_env(a.env)
     _threads(a.threads)
-    bits = [int(b) for b in str(a.bits).split(",")]
     res = qat.compare(
         a.algo, a.env, bits, a.steps, a.quant_delay, seeds=a.seeds, episodes=a.episodes, out=a.out
     )
@@ -107,8 +177,11 @@ def cmd_weights(a: argparse.Namespace) -> int:
     from actorq.quantize.torch_modules import QuantScheme
     from actorq.studies import weights
 
+    try:
+        scheme = QuantScheme.parse(a.bits, per_channel_linear=a.per_channel_linear)
+    except ValueError as e:
+        raise _fail(f"--bits {a.bits!r}: {e}") from None
     model, meta = _load(a)
-    scheme = QuantScheme.parse(a.bits, per_channel_linear=a.per_channel_linear)
     res = weights.run_weights(model, scheme, a.out, title=_title(meta))
     print(weights.table_markdown(res))
     return 0
@@ -117,7 +190,8 @@ def cmd_weights(a: argparse.Namespace) -> int:
 def cmd_mixed_precision(a: argparse.Namespace) -> int:
     from actorq.studies import mixed_precision as mp
 
-    sizes = {k: mp.SIZES[k] for k in a.sizes.split(",")}
+    sizes = {k: mp.SIZES[k] for k in _names(a.sizes, tuple(mp.SIZES), "--sizes")}
+    _check_env(a.env)
     res = mp.run_mixed_precision(
         a.env, sizes=sizes, steps=a.steps, seed=a.seed, eval_every=a.eval_every, out=a.out, threads=a.threads
     )
@@ -128,6 +202,10 @@ def cmd_mixed_precision(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from actorq.studies import report
 
+    if not Path(a.input).is_dir():
+        raise _fail(
+            f"--in {a.input}: no such directory; give the folder the study commands wrote (--out) into"
+        )
     text = report.render(a.input, a.out)
     print(text if a.print else f"wrote {a.out or Path(a.input) / 'README.md'}")
     return 0
@@ -136,20 +214,21 @@ def cmd_report(a: argparse.Namespace) -> int:
 def cmd_bench_deploy(a: argparse.Namespace) -> int:
     from actorq.studies import deploy
 
+    backends = _names(a.backends, deploy.BACKENDS, "--backends")
     if a.policy:
         from actorq.studies import deploy_policy
 
         model, meta = _load(a)
         try:
             res = deploy_policy.run_policy_bench(
-                model, meta, a.out, backends=a.backends.split(","), iters=a.iters, models_dir=a.models_dir
+                model, meta, a.out, backends=backends, iters=a.iters, models_dir=a.models_dir
             )
         except ValueError as e:  # an agent whose action path is not a plain MLP
             raise _fail(e) from None
         print(deploy_policy.table_markdown(res))
         return 0
     res = deploy.run_bench(
-        a.out, policies=a.policies.split(","), backends=a.backends.split(","), obs_dim=a.obs_dim,
+        a.out, policies=_names(a.policies, tuple(deploy.POLICIES), "--policies"), backends=backends, obs_dim=a.obs_dim,
         iters=a.iters, memory_limit=not a.no_memory_limit, models_dir=a.models_dir,
     )  # fmt: skip
     print(deploy.table_markdown(res))
@@ -175,15 +254,20 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     zoo_p = subparsers.add_parser("zoo", help="train stable-baselines3 policies to study")
     zsub = zoo_p.add_subparsers(dest="zoo_command", required=True)
     t = zsub.add_parser("train", help="train and save a policy (model.zip + meta.json)")
-    t.add_argument("--algo", choices=ALGO_CHOICES, required=True)
+    t.add_argument("--algo", choices=ALGO_CHOICES, required=True, help="stable-baselines3 algorithm")
     t.add_argument(
         "--env", required=True, help="gymnasium id: CartPole-v1, Hopper-v5, PongNoFrameskip-v4, ..."
     )
-    t.add_argument("--steps", type=int, required=True)
-    t.add_argument("--out", required=True)
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--eval-episodes", type=int, default=10)
-    t.add_argument("--threads", type=int, default=1)
+    t.add_argument("--steps", type=_positive_int, required=True, help="environment steps to train for")
+    t.add_argument("--out", required=True, help="directory for model.zip and meta.json")
+    t.add_argument("--seed", type=int, default=0, help="training seed")
+    t.add_argument(
+        "--eval-episodes",
+        type=_positive_int,
+        default=10,
+        help="episodes of the final evaluation in meta.json",
+    )
+    t.add_argument("--threads", type=_positive_int, default=1, help="torch threads")
     t.set_defaults(func=cmd_zoo_train)
 
     p = subparsers.add_parser("ptq", help="post-training quantization sweep (table + sweet-spot plot)")
@@ -194,30 +278,45 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         "maps to the nearest installed version with the same spaces (Hopper-v3 -> Hopper-v4)",
     )  # fmt: skip
     p.add_argument("--bits", default="fp32,fp16,8,7,6,5,4,3,2", help="comma list: fp32,fp16,bf16,2..16")
-    p.add_argument("--episodes", type=int, default=100, help="episodes per evaluation seed")
-    p.add_argument("--seeds", type=int, default=3, help="evaluation seeds")
+    p.add_argument("--episodes", type=_positive_int, default=100, help="episodes per evaluation seed")
+    p.add_argument("--seeds", type=_positive_int, default=3, help="evaluation seeds")
     p.add_argument(
         "--per-channel-linear", action="store_true", help="per-output-row scales for Linear weights"
     )
     p.add_argument("--activations", action="store_true", help="also quantize every layer's input activation")
-    p.add_argument("--act-bits", type=int, default=None, help="activation bits (default: the weight bits)")
-    p.add_argument("--calib-steps", type=int, default=1000, help="recorded observations for calibration")
-    p.add_argument("--n-envs", type=int, default=4, help="env copies stepped together during evaluation")
-    p.add_argument("--max-episode-steps", type=int, default=None)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", required=True)
+    p.add_argument(
+        "--act-bits", type=_bit_width, default=None, help="activation bits (default: the weight bits)"
+    )
+    p.add_argument(
+        "--calib-steps", type=_positive_int, default=1000, help="recorded observations for calibration"
+    )
+    p.add_argument(
+        "--n-envs", type=_positive_int, default=4, help="env copies stepped together during evaluation"
+    )
+    p.add_argument(
+        "--max-episode-steps",
+        type=_positive_int,
+        default=None,
+        help="cap on episode length (default: the env's)",
+    )
+    p.add_argument("--threads", type=_positive_int, default=1, help="torch threads")
+    p.add_argument("--out", required=True, help="directory for the table, plots and JSON")
     p.set_defaults(func=cmd_ptq)
 
     q = subparsers.add_parser("qat", help="quantization-aware training, compared with PTQ and fp32")
-    q.add_argument("--algo", choices=ALGO_CHOICES, required=True)
-    q.add_argument("--env", required=True)
-    q.add_argument("--bits", default="8", help="bit width or comma list, e.g. 8,6,4")
-    q.add_argument("--quant-delay", type=int, required=True, help="step at which fake quantization starts")
-    q.add_argument("--steps", type=int, required=True)
-    q.add_argument("--seeds", type=int, default=3, help="independently trained policies per variant")
-    q.add_argument("--episodes", type=int, default=20)
-    q.add_argument("--threads", type=int, default=1)
-    q.add_argument("--out", required=True)
+    q.add_argument("--algo", choices=ALGO_CHOICES, required=True, help="stable-baselines3 algorithm")
+    q.add_argument("--env", required=True, help="gymnasium id to train on, e.g. CartPole-v1")
+    q.add_argument("--bits", default="8", help="integer bit width or comma list, e.g. 8,6,4")
+    q.add_argument(
+        "--quant-delay", type=_non_negative_int, required=True, help="step at which fake quantization starts"
+    )
+    q.add_argument("--steps", type=_positive_int, required=True, help="environment steps per training run")
+    q.add_argument(
+        "--seeds", type=_positive_int, default=3, help="independently trained policies per variant"
+    )
+    q.add_argument("--episodes", type=_positive_int, default=20, help="evaluation episodes per policy")
+    q.add_argument("--threads", type=_positive_int, default=1, help="torch threads")
+    q.add_argument("--out", required=True, help="directory for the models, table and JSON")
     q.set_defaults(func=cmd_qat)
 
     w = subparsers.add_parser("weights", help="weight histograms with the quantization grid + stats")
@@ -225,40 +324,49 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     w.add_argument(
         "--env", default=None, help="env the policy was trained on (default: meta.json / zoo file name)"
     )
-    w.add_argument("--bits", default="8")
-    w.add_argument("--per-channel-linear", action="store_true")
-    w.add_argument("--out", required=True)
+    w.add_argument("--bits", default="8", help="precision whose grid is drawn: fp16, bf16 or 2..16 bits")
+    w.add_argument(
+        "--per-channel-linear", action="store_true", help="per-output-row scales for Linear weights"
+    )
+    w.add_argument("--out", required=True, help="directory for the histograms and stats")
     w.set_defaults(func=cmd_weights)
 
     m = subparsers.add_parser("mixed-precision", help="fp32 vs mixed precision DQN training (Policy A/B/C)")
-    m.add_argument("--env", default="CartPole-v1")
-    m.add_argument("--steps", type=int, default=20_000)
+    m.add_argument("--env", default="CartPole-v1", help="gymnasium id to train on")
+    m.add_argument("--steps", type=_positive_int, default=20_000, help="environment steps per training run")
     m.add_argument("--sizes", default="A,B,C", help="subset of A (64x64), B (256x256), C (1024x1024)")
-    m.add_argument("--eval-every", type=int, default=2000)
-    m.add_argument("--seed", type=int, default=0)
-    m.add_argument("--threads", type=int, default=1)
-    m.add_argument("--out", required=True)
+    m.add_argument("--eval-every", type=_positive_int, default=2000, help="steps between evaluations")
+    m.add_argument("--seed", type=int, default=0, help="training seed")
+    m.add_argument("--threads", type=_positive_int, default=1, help="torch threads")
+    m.add_argument("--out", required=True, help="directory for the curves, table and JSON")
     m.set_defaults(func=cmd_mixed_precision)
 
     r = subparsers.add_parser("studies-report", help="render all study outputs under a directory to markdown")
-    r.add_argument("--in", dest="input", default="reports/studies")
+    r.add_argument(
+        "--in", dest="input", default="reports/studies", help="folder the study commands wrote into"
+    )
     r.add_argument("--out", default=None, help="default: <in>/README.md")
-    r.add_argument("--print", action="store_true")
+    r.add_argument("--print", action="store_true", help="print the markdown instead of saying where it went")
     r.set_defaults(func=cmd_report)
 
 
 def add_bench_parser(bench_subparsers: argparse._SubParsersAction) -> None:
     """Register ``deploy`` under ``actorq bench``."""
     d = bench_subparsers.add_parser("deploy", help="fp32 vs int8 policy latency / memory / size (Table 4/6)")
-    d.add_argument("--out", default="reports/studies/deploy")
+    d.add_argument("--out", default="reports/studies/deploy", help="directory for deploy.json/csv/md")
     d.add_argument(
         "--policies",
         default="I,II,III",
         help="I (3x64), II (3x256), III (4096-512-1024); ignored with --policy",
     )
-    d.add_argument("--backends", default="onnx,torchscript")
-    d.add_argument("--obs-dim", type=int, default=512)
-    d.add_argument("--iters", type=int, default=2000)
+    d.add_argument("--backends", default="onnx,torchscript", help="comma list of onnx, torchscript")
+    d.add_argument(
+        "--obs-dim",
+        type=_positive_int,
+        default=512,
+        help="observation size of policies I-III (Air Learning's)",
+    )
+    d.add_argument("--iters", type=_positive_int, default=2000, help="timed inferences per model")
     d.add_argument("--no-memory-limit", action="store_true", help="skip the RLIMIT_AS runs")
     d.add_argument("--models-dir", default=None, help="keep the exported models here (default: temporary)")
     _policy_args(d, required=False)

@@ -28,6 +28,7 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 POLICIES: dict[str, list[int]] = {"I": [64, 64, 64], "II": [256, 256, 256], "III": [4096, 512, 1024]}
+BACKENDS = ("onnx", "torchscript")  # what export_module can export to and measure
 N_ACTIONS = 25  # Air Learning's discrete action set
 
 

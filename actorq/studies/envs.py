@@ -52,6 +52,26 @@ def is_atari(env_id: str) -> bool:
     return "ale_py" in str(spec.entry_point)
 
 
+def check_env_id(env_id: str) -> None:
+    """Fail early, before any training, on an id gymnasium (with the ALE games registered) does not know.
+
+    Raises:
+        ValueError: ``env_id`` is not registered; the message names the id and gymnasium's reason.
+    """
+    try:
+        gym.spec(env_id)
+        return
+    except gym.error.Error:
+        register_ale()
+    try:
+        gym.spec(env_id)
+    except gym.error.Error as exc:
+        raise ValueError(
+            f"unknown gymnasium environment {env_id!r} ({exc}); give a registered id, e.g. CartPole-v1, "
+            "Hopper-v4, PongNoFrameskip-v4"
+        ) from None
+
+
 @dataclass(frozen=True, eq=False)
 class EnvSpec:
     """A gymnasium env plus the observation pipeline a loaded (zoo) policy was trained with."""

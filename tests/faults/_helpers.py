@@ -1,4 +1,4 @@
-"""What the fault tests share: waiting on a run's files, finding role processes by pid, measuring rates.
+"""What the fault tests share: reading a run's files, finding role processes by pid, measuring rates.
 
 Everything is read from the run directory (metrics CSVs, role logs), the way an operator would see a run; the
 tests never import TensorFlow or Reverb themselves.
@@ -10,10 +10,7 @@ import json
 import logging
 import os
 import re
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -22,17 +19,6 @@ from actorq.metrics import read_metrics
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.25) -> Any:
-    """Poll ``predicate`` until it returns something truthy (returned); fail the test after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
 
 
 def rows(run_dir: Path, role: str) -> list[dict]:

@@ -24,8 +24,9 @@ import pytest
 from actorq.config import save_config
 from actorq.quantize.signing import generate_key
 from tests.conftest import tiny_config
-from tests.faults._helpers import ROOT, alive, last, log_lines, role_pid, rows, wait_until
+from tests.faults._helpers import ROOT, alive, last, log_lines, role_pid, rows
 from tests.messages import rebuild, split
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.faults
 
@@ -146,7 +147,13 @@ def test_forged_foreign_and_replayed_messages_are_rejected_by_live_actors(run):
             f"actors to reject the {kind} message",
         )
         # Keep pulling it: every pull is counted; the actors keep acting, on v1, having installed nothing.
-        time.sleep(2.0)
+        wait_until(
+            lambda before=before: all(
+                _actor_state(run_dir, a)["step"] > before[a]["step"] + 40 for a in ACTORS
+            ),
+            60,
+            f"both actors to act 40 more steps after the {kind} message",
+        )
         for a in ACTORS:
             now = _actor_state(run_dir, a)
             assert now["weights_version"] == 1 and seen[a]["weights_version"] == 1, (kind, a)

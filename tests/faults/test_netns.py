@@ -23,7 +23,8 @@ import pytest
 from actorq.config import save_config
 from actorq.roles.weights_key import ensure_run_key
 from tests.conftest import tiny_config
-from tests.faults._helpers import ROOT, last, log_lines, rate, record, rows, wait_until
+from tests.faults._helpers import ROOT, last, log_lines, rate, record, rows
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.faults
 
@@ -32,6 +33,19 @@ CUT_S = 10.0
 STALL_REPORT_S = (
     3.0  # replay.rate_limiter_timeout_s: the actors' write watchdog reports blocks longer than this
 )
+
+
+RATE_WINDOW_S = 3.0  # actor 0's steps/s is measured over this many seconds before the cut and after it
+
+
+def _metrics_past(run_dir, role: str, moment: float) -> float:
+    """Wait until ``role`` has written a metrics row at or after ``moment``; return ``moment``."""
+    wait_until(
+        lambda: any(r["time"] >= moment for r in rows(run_dir, role)),
+        max(moment - time.time(), 0) + 30,
+        f"{role} metrics past the measurement window",
+    )
+    return moment
 
 
 @dataclass(frozen=True)
@@ -151,11 +165,10 @@ def test_actor_link_cut_retries_and_resumes(namespaces, tmp_path):
         )
         assert not [k for k, p in procs.items() if p.poll() is not None], "a role died before the cut"
 
-        time.sleep(3.0)
-        t_cut = time.time()
-        before = rate(run_dir, "actor_0", "step", t_cut - 3.0, t_cut)
+        t_cut = _metrics_past(run_dir, "actor_0", time.time() + RATE_WINDOW_S)
+        before = rate(run_dir, "actor_0", "step", t_cut - RATE_WINDOW_S, t_cut)
         _ip("-n", namespaces.actors[0], "link", "set", "e0", "down")
-        time.sleep(CUT_S)
+        time.sleep(CUT_S)  # the fault itself: the link stays down this long (no waiting on anything here)
         steps_at_up = last(run_dir, "actor_0", "step")
         _ip("-n", namespaces.actors[0], "link", "set", "e0", "up")
         t_up = time.time()
@@ -171,8 +184,8 @@ def test_actor_link_cut_retries_and_resumes(namespaces, tmp_path):
         )
         inserts_at = last(run_dir, "replay", "inserts")
         wait_until(lambda: last(run_dir, "replay", "inserts") > inserts_at + 200, 60, "transitions arriving")
-        time.sleep(3.0)
-        after = rate(run_dir, "actor_0", "step", resumed["time"], time.time())
+        end = _metrics_past(run_dir, "actor_0", resumed["time"] + RATE_WINDOW_S)
+        after = rate(run_dir, "actor_0", "step", resumed["time"], end)
 
         assert not [k for k, p in procs.items() if p.poll() is not None], "a role crashed"
         # The other actor's link was never cut: it went on during actor 0's outage.

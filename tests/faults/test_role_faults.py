@@ -1,10 +1,12 @@
 """kill -9 each role of a live ``actorq train --launcher local`` run and check, from its files, that it recovers.
 
-One run (tiny DQN on CartPole, 2 int8 actors, a samples-per-insert rate limiter, checkpoints every 3 s) takes the
-faults in order: an actor, the quantizer, the replay server, and last the learner, which ends the run; ``actorq
-train --resume`` then continues it. Each test asserts on data written after its fault (transitions inserted,
-versions increasing, learner steps past the checkpoint) and records throughput before/after and recovery time
-in RUN_DIR/fault_measurements.json (also merged into $ACTORQ_FAULT_REPORT when set).
+The tests share one run (tiny DQN on CartPole, 2 int8 actors, a samples-per-insert rate limiter, checkpoints
+every 3 s) because starting one costs most of a minute, but none depends on another having run: each takes a run
+that is live and learning with every role up (the ``run`` fixture starts a new one when an earlier test ended the
+last, as the learner kill does), injects its fault and waits until the run has recovered. Each asserts on data
+written after its fault (transitions inserted, versions increasing, learner steps past the checkpoint) and records
+throughput before/after and recovery time in RUN_DIR/fault_measurements.json (also merged into
+$ACTORQ_FAULT_REPORT when set).
 """
 
 from __future__ import annotations
@@ -32,14 +34,15 @@ from tests.faults._helpers import (
     role_pid,
     rows,
     table_sizes,
-    wait_until,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.faults
 
 RATE_LIMITER_TIMEOUT_S = 20.0
 WINDOW_S = 4.0  # throughput is measured over this many seconds before and after each fault
 ACTORS = ("actor_0", "actor_1")
+ROLES = ("replay", "learner", "quantizer", *ACTORS, "evaluator")
 REPLAY_CKPT = r"replay checkpoint \S+ between (?P<before>[\w= ]+?) and (?P<after>[\w= ]+?) \("
 RESUMED_ABOVE = r"continuing versions above v(\d+)"
 REPLAY_UP = r"replay serving on port \d+ with (?P<sizes>[\w= ]+)"
@@ -74,9 +77,7 @@ def _learning(d: Path) -> bool:
     )
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("faults")
+def _start_run(run_dir: Path) -> Run:
     config = tiny_config(
         "dqn",
         launcher="local",
@@ -100,35 +101,73 @@ def run(tmp_path_factory):
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-    state = Run(run_dir, proc)
+    return Run(run_dir, proc)
+
+
+def _stop_run(state: Run) -> None:
+    proc = state.proc
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    for pid in alive(sorted(state.pids)):  # only processes this run started
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every run this module started (the last one is current); all stopped at the end of the module."""
+    started: list[Run] = []
     try:
-        wait_until(lambda: _learning(run_dir) or proc.poll() is not None, 240, "the run to start learning")
-        state.check_launcher()
-        yield state
+        yield started
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        for pid in alive(sorted(state.pids)):  # only processes this run started
-            os.kill(pid, signal.SIGKILL)
+        for state in started:
+            _stop_run(state)
+
+
+@pytest.fixture
+def run(runs, tmp_path_factory) -> Run:
+    """A run that is live and learning with every role up: the module's current one, or a new one if that ended."""
+    if not runs or runs[-1].proc.poll() is not None:
+        runs.append(_start_run(tmp_path_factory.mktemp("faults")))
+    state = runs[-1]
+    wait_until(
+        lambda: (
+            state.proc.poll() is not None
+            or (_learning(state.dir) and all(role_pid(state.proc.pid, r) for r in ROLES))
+        ),
+        240,
+        "the run to be learning with every role up",
+    )
+    state.check_launcher()
+    return state
+
+
+def _window(d: Path, start: float) -> float:
+    """Wait until the replay and the learner have written metrics past ``start + WINDOW_S``; return that end."""
+    end = start + WINDOW_S
+    wait_until(
+        lambda: all(any(r["time"] >= end for r in rows(d, role)) for role in ("replay", "learner")),
+        WINDOW_S + 30,
+        "metrics covering the measurement window",
+    )
+    return end
 
 
 def _baseline(d: Path) -> tuple[float, dict[str, float]]:
-    time.sleep(WINDOW_S)
-    now = time.time()
-    return now, {
-        "inserts_per_s_before": rate(d, "replay", "inserts", now - WINDOW_S, now),
-        "learner_steps_per_s_before": rate(d, "learner", "step", now - WINDOW_S, now),
+    start = time.time()
+    end = _window(d, start)
+    return end, {
+        "inserts_per_s_before": rate(d, "replay", "inserts", start, end),
+        "learner_steps_per_s_before": rate(d, "learner", "step", start, end),
     }
 
 
 def _after(d: Path, start: float) -> dict[str, float]:
-    wait_until(lambda: time.time() > start + WINDOW_S, WINDOW_S + 5, "the after window")
-    end = start + WINDOW_S
+    end = _window(d, start)
     return {
         "inserts_per_s_after": rate(d, "replay", "inserts", start, end),
         "learner_steps_per_s_after": rate(d, "learner", "step", start, end),
@@ -305,11 +344,14 @@ def test_learner_kill_ends_the_run_and_resume_continues_from_the_checkpoint(run)
         30,
         "a learner checkpoint",
     )
-    time.sleep(1.0)  # some steps past the checkpoint, which the resume must not pretend to have kept
-    pids = [run.pid(label) for label in ("replay", "learner", "quantizer", *ACTORS, "evaluator")]
+    # Some steps past the checkpoint, which the resume must not pretend to have kept.
+    saved = int(log_lines(d, "learner", r"learner checkpoint at step (\d+)")[-1].group(1))
+    wait_until(lambda: last(d, "learner", "step") > saved + 10, 60, "learner steps past the checkpoint")
+    pids = [run.pid(label) for label in ROLES]
     learner_pid = pids[1]
     os.kill(learner_pid, signal.SIGKILL)
     t_kill = time.time()
+    # The checkpoint the resume restores: a newer one may have been written while this test waited.
     saved = int(log_lines(d, "learner", r"learner checkpoint at step (\d+)")[-1].group(1))
     step_at_kill = last(d, "learner", "step")
     version_at_kill = last(d, "quantizer", "version")
@@ -318,10 +360,10 @@ def test_learner_kill_ends_the_run_and_resume_continues_from_the_checkpoint(run)
     # A dead learner ends the run: every role stopped, summary.json written with the restarts so far.
     assert run.proc.wait(timeout=60) == 1
     stopped_s = time.time() - t_kill
-    time.sleep(0.5)
-    assert not alive(pids), "roles survived the launcher"
+    wait_until(lambda: not alive(pids), 10, "the roles to be gone after the launcher exited")
     summary = json.loads((d / "summary.json").read_text())
     assert summary["exit"] == "role_failed" and "learner" in summary["failure"]
+    # Roles killed earlier in this run (by other tests, when they ran first) were counted as restarts.
     for label in ("actor_0", "quantizer", "replay"):
         if label in run.faults:
             assert summary["restarts"].get(label, 0) >= 1, summary["restarts"]

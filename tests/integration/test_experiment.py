@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -16,6 +15,7 @@ import pytest
 from actorq.config import save_config
 from launch.experiment import plan_runs, run_finished
 from tests.conftest import tiny_config
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,9 +100,11 @@ def test_ctrl_c_is_forwarded_and_nothing_is_left_behind(tmp_path):
            "--precisions", "fp32,int8", "--seeds", "1"]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and not list((out / "fp32-s0").glob("evaluator/metrics.csv")):
-            time.sleep(1)
+        wait_until(
+            lambda: (out / "fp32-s0" / "evaluator" / "metrics.csv").exists() or proc.poll() is not None,
+            240,
+            "the first run's first evaluation",
+        )
         children = psutil.Process(proc.pid).children(recursive=True)
         assert children, "the experiment should be running a train subprocess"
         os.kill(proc.pid, signal.SIGINT)

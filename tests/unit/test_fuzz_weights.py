@@ -31,6 +31,7 @@ from actorq.quantize.codec import (
 from actorq.quantize.signing import generate_key
 from tests.conftest import tiny_config
 from tests.messages import TEST_KEY, patch_payload, resign, split
+from tests.waiting import wait_until
 
 OBS_DIM, OUT_DIM, LAYERS = 4, 2, (32, 32)
 APPLIED_VERSION = 5
@@ -201,8 +202,6 @@ def test_decoder_raises_only_weight_message_errors(data, cut):
 
 def test_async_updater_counts_rejections_and_keeps_weights():
     """The background updater thread takes the same path: bad messages counted, the good one installed."""
-    import time
-
     config = tiny_config("dqn", **{"actor.async_update": True})
     policy = QuantizedPolicy("dqn", OBS_DIM, OUT_DIM, LAYERS, precision="int8")
     subscriber = StaticSubscriber()
@@ -215,17 +214,22 @@ def test_async_updater_counts_rejections_and_keeps_weights():
         for bad in (BASE[8][:-3], _with_value(_message(9, 32), np.nan), _message(2, 8), forged):
             subscriber.buffer = bad
             target = actor.weights.rejected + 1
-            deadline = time.monotonic() + 10
-            while actor.weights.rejected < target and time.monotonic() < deadline:
-                actor.update(wait=True)
-                time.sleep(0.02)
+            # Pull now, as often as it takes (bounded), until the bad message is counted as rejected.
+            wait_until(
+                lambda target=target: actor.update(wait=True) or actor.weights.rejected >= target,
+                10,
+                "the updater thread to reject the message",
+                poll_s=0.02,
+            )
             assert actor.weights.rejected == target
             assert np.array_equal(policy(OBSERVATIONS), before)
         subscriber.buffer = _message(APPLIED_VERSION + 1, 8, seed=4)
-        deadline = time.monotonic() + 10
-        while actor.weights.version != APPLIED_VERSION + 1 and time.monotonic() < deadline:
-            actor.update(wait=True)
-            time.sleep(0.02)
+        wait_until(
+            lambda: actor.update(wait=True) or actor.weights.version == APPLIED_VERSION + 1,
+            10,
+            "the updater thread to install the good message",
+            poll_s=0.02,
+        )
         assert actor.weights.version == APPLIED_VERSION + 1 and actor.weights.rejected == 4
     finally:
         actor.close()

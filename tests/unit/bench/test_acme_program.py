@@ -72,12 +72,14 @@ def test_comparison_table_reports_speedups_against_acme(tmp_path):
     from tests.unit.report.synthetic import make_run, ramp_returns
 
     make_run(tmp_path, "fp32", 0, ramp_returns(30, 200), label="acme-fp32")
-    make_run(tmp_path, "fp32", 0, ramp_returns(30, 200))
+    make_run(tmp_path, "fp32", 0, ramp_returns(30, 150))
     make_run(tmp_path, "int8", 0, ramp_returns(30, 100))
     assert run_finished(tmp_path / "acme-fp32-s0") and not run_finished(tmp_path / "nope")
     text = comparison_table(tmp_path)
     lines = {ln.split()[0]: ln for ln in text.splitlines()[2:]}
     assert set(lines) == {"acme-fp32", "fp32", "int8"}
     vs_acme = {label: float(line.split()[-2].rstrip("x")) for label, line in lines.items()}
-    assert vs_acme["acme-fp32"] == 1.0 and vs_acme["fp32"] == 1.0
-    assert 1.7 < vs_acme["int8"] < 2.1  # int8's curve ramps twice as fast (evaluations every 10 s)
+    vs_fp32 = {label: float(line.split()[-1].rstrip("x")) for label, line in lines.items()}
+    # Curves ramp over 200 (Acme), 150 (ActorQ fp32) and 100 (int8) evaluations, 10 s apart.
+    assert 1.2 < vs_acme["fp32"] < 1.45 and 1.7 < vs_acme["int8"] < 2.1
+    assert 0.65 < vs_fp32["acme-fp32"] < 0.85 and 1.35 < vs_fp32["int8"] < 1.65

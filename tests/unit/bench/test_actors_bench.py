@@ -123,12 +123,13 @@ def test_bench_config_and_reference_weights_fit_the_actor_policy():
 
 
 def test_ablation_plan_covers_the_paper_grid_and_dedupes_the_sweep():
-    grid, sweep = ablation.plan([30, 1000], [30, 100], ["int8"])
+    grid, sweep, measured = ablation.plan([30, 1000], [30, 100], ["int8"])
     assert {(v.precision, v.comm_bits, v.update_period) for v in grid} == {
         (p, b, k) for p in ("fp32", "int8") for b in (32, 8) for k in (30, 1000)
     }
-    merged = list(dict.fromkeys(grid + sweep))
-    assert len(merged) == 9  # int8/c8 at K=30 is in both
+    assert sweep == [Variant("int8", 8, 30), Variant("int8", 8, 100)]
+    # int8/c8 at K=30 is in both: measured once, every other cell of either list measured too, grid first.
+    assert measured == grid + [Variant("int8", 8, 100)]
 
 
 def test_ablation_gains_sentence():

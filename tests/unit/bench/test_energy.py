@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 
 from actorq.metrics import read_metrics
 from launch import energy as energy_mod
 from launch.energy import EnergyMeter
+from tests.waiting import wait_until
 
 BUSY = "import time\nt = time.process_time()\nwhile time.process_time() - t < {cpu}: pass\n"
 
@@ -27,7 +27,7 @@ def test_cpu_seconds_of_children_are_counted_exactly_once_reaped(tmp_path):
         summary["roles_cpu_seconds"] + summary["launcher_cpu_seconds"], abs=1e-2
     )
     assert summary["codecarbon"] == {"status": "unavailable", "reason": "disabled"}
-    assert summary["started_at"] <= summary["ended_at"] and summary["hardware_counters"] in (True, False)
+    assert summary["started_at"] <= summary["ended_at"]
     rows = read_metrics(tmp_path / "energy" / "metrics.csv")
     assert rows and rows[-1]["cpu_seconds"] == pytest.approx(summary["cpu_seconds"], abs=1e-2)
     cpu = [r["cpu_seconds"] for r in rows]
@@ -37,25 +37,74 @@ def test_cpu_seconds_of_children_are_counted_exactly_once_reaped(tmp_path):
 def test_live_children_are_sampled(tmp_path):
     with EnergyMeter(tmp_path, period_s=0.1, codecarbon=False) as meter:
         proc = subprocess.Popen([sys.executable, "-c", BUSY.format(cpu=30)])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and meter.children_seconds() < 0.5:
-            time.sleep(0.1)
-        live = meter.children_seconds()
+        live = wait_until(
+            lambda: meter.children_seconds() >= 0.5 and meter.children_seconds(), 60, "0.5 s of child CPU"
+        )
         proc.kill()
         proc.wait()
     assert live >= 0.5  # seen while the child was still running (before any rusage)
 
 
-def test_codecarbon_failure_is_recorded_not_raised(tmp_path, monkeypatch):
-    class Broken:
-        def __init__(self, *a, **k):
-            raise RuntimeError("no codecarbon here")
+class _Emissions:
+    """What codecarbon's ``final_emissions_data`` holds after a stop (0.002 kWh at 0.4 kg/kWh)."""
 
+    energy_consumed, emissions, cpu_energy, ram_energy = 0.002, 0.0008, 0.0015, 0.0005
+    cpu_power, ram_power, duration, country_iso_code, cpu_model, cpu_count = 40.0, 5.0, 1.5, "FRA", "EPYC", 2
+
+
+def _fake_tracker(monkeypatch, made: list[dict], fail: bool = False) -> None:
+    """Replace codecarbon's tracker by one that records how it was built (or raises on construction)."""
     import codecarbon
 
-    monkeypatch.setattr(codecarbon, "OfflineEmissionsTracker", Broken)
+    class Tracker:
+        def __init__(self, **kwargs):
+            if fail:
+                raise RuntimeError("no codecarbon here")
+            made.append(kwargs)
+            self.final_emissions_data = None
+
+        def start(self):
+            pass
+
+        def stop(self):
+            self.final_emissions_data = _Emissions()
+
+    monkeypatch.setattr(codecarbon, "OfflineEmissionsTracker", Tracker)
+
+
+def test_codecarbon_failure_is_recorded_not_raised(tmp_path, monkeypatch):
+    _fake_tracker(monkeypatch, [], fail=True)
     with EnergyMeter(tmp_path, period_s=0.1) as meter:
-        time.sleep(0.3)
+        pass  # __exit__ joins the sampling thread, which builds the tracker before its first sample
     cc = meter.summary()["codecarbon"]
     assert cc["status"] == "unavailable" and "no codecarbon here" in cc["reason"]
-    assert energy_mod.DEFAULT_COUNTRY == "USA"
+
+
+@pytest.mark.parametrize("country", [None, "FRA"])
+def test_codecarbon_results_and_country(tmp_path, monkeypatch, country):
+    made: list[dict] = []
+    _fake_tracker(monkeypatch, made)
+    if country is None:
+        monkeypatch.delenv("ACTORQ_CARBON_COUNTRY", raising=False)
+    else:
+        monkeypatch.setenv("ACTORQ_CARBON_COUNTRY", country)
+    with EnergyMeter(tmp_path, period_s=0.1) as meter:
+        pass
+    (kwargs,) = made
+    # The tracker is offline, machine-wide, writes beside the run, and takes the country the user set (USA if none).
+    assert kwargs["country_iso_code"] == (country or "USA")
+    assert kwargs["output_dir"] == str(tmp_path) and kwargs["tracking_mode"] == "machine"
+    cc = meter.summary()["codecarbon"]
+    assert cc["status"] == "ok" and cc["energy_kwh"] == 0.002 and cc["cpu_power_w"] == 40.0
+    assert cc["carbon_intensity_kg_per_kwh"] == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize("rapl", [True, False])
+def test_hardware_counters_follow_the_rapl_directory(tmp_path, monkeypatch, rapl):
+    rapl_dir = tmp_path / "intel-rapl"
+    if rapl:
+        rapl_dir.mkdir()
+    monkeypatch.setattr(energy_mod, "RAPL_PATH", rapl_dir)
+    with EnergyMeter(tmp_path / "run", period_s=0.1, codecarbon=False) as meter:
+        pass
+    assert meter.summary()["hardware_counters"] is rapl

@@ -50,6 +50,7 @@ def _deployed_layers(model: object) -> list[str]:
     ]
 
 
+@pytest.mark.slow  # trains PPO for 30k steps first (ppo_run): real learning, not a unit test
 def test_zoo_saves_and_loads(ppo_run: Path) -> None:
     meta = json.loads((ppo_run / "meta.json").read_text())
     assert meta["algo"] == "ppo" and meta["env_id"] == ENV and meta["eval_mean"] > 100
@@ -79,6 +80,7 @@ def _agreement(model: object, obs: np.ndarray, precision: str, per_channel: bool
         ptq.unquantize_policy(model, state)
 
 
+@pytest.mark.slow  # trains PPO for 30k steps first (ppo_run): real learning, not a unit test
 def test_ptq_8bit_within_5_percent_ppo(ppo_run: Path, tmp_path: Path) -> None:
     model, _ = zoo.load_policy(ppo_run)
     cfg = ptq.PtqConfig(precisions=["fp32", "fp16", "8"], episodes=10, seeds=2)
@@ -146,6 +148,7 @@ def test_ptq_2bit_changes_every_layer(dqn_run: Path) -> None:
     assert torch.equal(before["q_net_target.q_net.0.weight"], after["q_net_target.q_net.0.weight"])
 
 
+@pytest.mark.slow  # trains PPO for 30k steps first (ppo_run): real learning, not a unit test
 def test_ptq_with_activation_calibration(ppo_run: Path) -> None:
     model, _ = zoo.load_policy(ppo_run)
     cfg = ptq.PtqConfig(
@@ -318,6 +321,7 @@ def test_mixed_precision_bf16_really_autocasts() -> None:
         assert lin(torch.randn(2, 4)).dtype == torch.bfloat16
 
 
+@pytest.mark.slow  # trains PPO for 30k steps first (ppo_run): real learning, not a unit test
 def test_cli_registers_commands_and_report(ppo_run: Path, tmp_path: Path) -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")

@@ -16,8 +16,6 @@ import pytest
 
 from actorq.replay.weights import ReverbWeightSubscriber
 
-pytestmark = pytest.mark.faults
-
 
 class HangingClient:
     """server_info says the table holds an item; sample blocks until ``release`` is set."""
