@@ -49,6 +49,7 @@ PLAIN = {
     "learner.onednn": False,
     "learner.jit_compile": False,
     "learner.jit_optimizer": False,
+    "learner.einsum_dense": False,
     "learner.intra_op_threads": 0,
     "learner.inter_op_threads": 0,
     "learner.prefetch_size": 4,
@@ -60,14 +61,20 @@ TOKENS = {
     "onednn": "learner.onednn",
     "xla": "learner.jit_compile",
     "xopt": "learner.jit_optimizer",
+    "einsum": "learner.einsum_dense",
     "intra": "learner.intra_op_threads",
     "inter": "learner.inter_op_threads",
     "prefetch": "learner.prefetch_size",
     "parallel": "learner.sample_parallelism",
 }
 """Variant syntax: ``config`` (the config's own learner settings) or ``plain`` (:data:`PLAIN`), then ``+``-joined
-tokens applied on top: ``onednn``, ``xla`` (whole update), ``xopt`` (optimizer only) (on), ``intra=N``, ``inter=N``, ``prefetch=N``, ``parallel=N``; e.g.
+tokens applied on top: ``onednn``, ``xla`` (whole update), ``xopt`` (optimizer only), ``einsum`` (dense forward
+as einsum) (on; ``=0`` off), ``intra=N``, ``inter=N``, ``prefetch=N``, ``parallel=N``; e.g.
 ``plain+onednn+intra=2``. A variant that does not start with ``config`` or ``plain`` starts from ``plain``."""
+
+
+BOOL_TOKENS = ("onednn", "xla", "xopt", "einsum")
+"""Tokens that switch a setting on (or off with ``=0``)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,7 @@ def parse_variant(text: str) -> LearnerVariant:
                 f"variant {text!r}: unknown token {key!r}; use config or plain, then +-joined "
                 f"{', '.join(k + ('' if k in ('onednn', 'xla', 'xopt') else '=N') for k in TOKENS)}"
             )
-        if key in ("onednn", "xla", "xopt"):
+        if key in BOOL_TOKENS:
             changes[TOKENS[key]] = value.lower() not in ("0", "false", "off") if eq else True
         else:
             try:
@@ -382,7 +389,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--variants",
         default="plain,config",
         help="comma-separated; first is the baseline. 'config' = the config's learner settings, 'plain' = "
-        "TensorFlow defaults (as before), then +-joined onednn, xla, xopt, intra=N, inter=N, prefetch=N, parallel=N "
+        "TensorFlow defaults (as before), then +-joined onednn, xla, xopt, einsum, intra=N, inter=N, prefetch=N, parallel=N "
         "(default plain,config)",
     )
     parser.add_argument("--seconds", type=float, default=30.0, help="measured seconds per block (default 30)")

@@ -148,6 +148,7 @@ def measure(role, seconds: float, breakdown_steps: int) -> dict[str, Any]:
                 "onednn",
                 "jit_compile",
                 "jit_optimizer",
+                "einsum_dense",
                 "intra_op_threads",
                 "inter_op_threads",
                 "prefetch_size",

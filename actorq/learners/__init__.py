@@ -25,6 +25,7 @@ from acme.tf import utils as tf2_utils
 from acme.utils import counting
 
 from actorq.config import ExperimentConfig
+from actorq.learners.dense import use_einsum_dense
 from actorq.networks import tf_nets
 
 log = logging.getLogger(__name__)
@@ -210,6 +211,8 @@ def _make_d4pg(config, spec, iterator, counter, results, checkpoint_dir) -> Acme
         config.network.num_atoms,
     )
     policy, critic = nets["policy"], nets["critic"]
+    if config.learner.einsum_dense:
+        use_einsum_dense(policy, critic)
     target_policy, target_critic = copy.deepcopy(policy), copy.deepcopy(critic)
     for net in (policy, target_policy):
         tf2_utils.create_variables(net, [spec.observations])
@@ -272,6 +275,8 @@ def _make_dqn(config, spec, address, counter, results, checkpoint_dir) -> AcmeLe
     from actorq.replay.experience import make_dataset
 
     network = tf_nets.make_dqn_network(spec.actions.num_values, config.network.policy_layers)
+    if config.learner.einsum_dense:
+        use_einsum_dense(network)
     target = copy.deepcopy(network)
     for net in (network, target):
         tf2_utils.create_variables(net, [spec.observations])

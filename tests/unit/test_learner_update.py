@@ -1,5 +1,6 @@
 """The learner's maths is Acme's whichever way the step runs: Acme's own fused ``_step`` with its plain optimizer,
-or ours (sample taken outside, Acme's step body on it, the optimizer's apply XLA-compiled), or the whole update
+or ours (sample taken outside, Acme's step body on it, the optimizer's apply XLA-compiled, the dense layers'
+forward products as einsum), or the whole update
 XLA-compiled. The same steps on the same fixed batches from the same weights give the same variables and losses,
 up to float rounding."""
 
@@ -62,8 +63,16 @@ def _copy_state(src, dst) -> None:
 def test_split_and_compiled_updates_match_acmes_step(reverb_server, algorithm):
     from actorq.learners import make_update_function
 
-    acme = tiny_config(algorithm, **{"learner.target_update_period": 2, "learner.jit_optimizer": False})
-    ours = replace(acme, **{"learner.jit_optimizer": True})  # the shipped default: XLA-compiled Adam apply
+    acme = tiny_config(
+        algorithm,
+        **{
+            "learner.target_update_period": 2,
+            "learner.jit_optimizer": False,
+            "learner.einsum_dense": False,
+        },
+    )
+    # The shipped defaults: XLA-compiled Adam apply, dense forward products as einsum.
+    ours = replace(acme, **{"learner.jit_optimizer": True, "learner.einsum_dense": True})
     server = reverb_server(acme)
     fused, split, compiled = _learners([acme, ours, ours], server)
     batches = [fused.sample() for _ in range(4)]
@@ -106,3 +115,45 @@ def test_jit_compile_config_runs_the_compiled_step(reverb_server):
     assert learner.steps == before + 2 and learner._update is not None
     assert learner._update.experimental_get_tracing_count() == 1  # one compiled function, reused
     assert np.isfinite(list(learner.losses.values())).all()
+
+
+def test_einsum_dense_matches_matmul_values_and_gradients():
+    import sonnet as snt
+    import tensorflow as tf
+
+    from actorq.learners.dense import EinsumLinear, use_einsum_dense
+
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.standard_normal((16, 24)).astype(np.float32))
+    mlp = snt.nets.MLP([32, 8], name="mlp")
+    mlp(x)
+    names = [v.name for v in mlp.variables]
+    twin = snt.nets.MLP([32, 8], name="mlp")
+    twin(x)
+    for a, b in zip(mlp.variables, twin.variables, strict=True):
+        b.assign(a)
+    assert use_einsum_dense(twin) == 2
+    assert all(type(m) is EinsumLinear for m in twin.submodules if isinstance(m, snt.Linear))
+    assert [v.name for v in twin.variables] == names  # checkpoints and published weights are unchanged
+
+    def loss_and_grads(net):
+        @tf.function
+        def run(inputs):
+            with tf.GradientTape() as tape:
+                tape.watch(inputs)
+                loss = tf.reduce_sum(tf.tanh(net(inputs)) ** 2)
+            return loss, tape.gradient(loss, [inputs, *net.trainable_variables])
+
+        return run(x)
+
+    ref_loss, ref_grads = loss_and_grads(mlp)
+    loss, grads = loss_and_grads(twin)
+    np.testing.assert_allclose(loss.numpy(), ref_loss.numpy(), rtol=1e-5)
+    for g, r in zip(grads, ref_grads, strict=True):
+        assert g is not None
+        np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-5, atol=1e-6)
+    plain = snt.Linear(8)
+    cube = tf.reshape(x, (4, 4, 24))  # other ranks take Sonnet's own path
+    expected = plain(cube).numpy()
+    use_einsum_dense(plain)
+    np.testing.assert_allclose(plain(cube).numpy(), expected, rtol=1e-6)
