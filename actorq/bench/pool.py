@@ -254,7 +254,8 @@ def measure(role, seconds: float, fresh: bool) -> dict[str, Any]:
 def _close(role) -> None:
     with contextlib.suppress(Exception):
         role.actor.close()
-        role.env.close()
+        for env in role.envs:
+            env.close()
         role.close()
 
 
