@@ -127,6 +127,7 @@ class NStepAdder:
         self._dis: list[Any] = []
         self._ext: list[Any] = []
         self._started = False
+        self._float32_scalars = True
 
     def add_first(self, timestep: dm_env.TimeStep) -> None:
         """Start an episode with its first observation."""
@@ -138,14 +139,17 @@ class NStepAdder:
         # Copied: the observation is written up to n steps later, and an env may reuse its buffer.
         self._obs.append(np.array(timestep.observation, copy=True))
         self._started = True
+        self._float32_scalars = True
 
     def add(self, action: Any, next_timestep: dm_env.TimeStep, extras: Any = ()) -> None:
         """Record ``action`` and what followed; write the transition(s) that end at this step."""
         if not self._started:
             raise ValueError("adder.add_first must be called before adder.add")
+        reward, discount = next_timestep.reward, next_timestep.discount
+        self._float32_scalars &= type(reward) is np.float32 and type(discount) is np.float32
         self._act.append(action)
-        self._rew.append(next_timestep.reward)
-        self._dis.append(next_timestep.discount)
+        self._rew.append(reward)
+        self._dis.append(discount)
         self._ext.append(extras)
         self._obs.append(np.array(next_timestep.observation, copy=True))
         last = len(self._act)
@@ -171,14 +175,23 @@ class NStepAdder:
 
     def _transition(self, first: int, last: int) -> types.Transition:
         """Acme's ``_compute_cumulative_quantities`` on steps [first, last), with its exact operation order."""
-        total_discount = np.copy(self._dis[first])
-        n_step_return = np.copy(
-            np.broadcast_to(self._rew[first], np.broadcast(self._rew[first], total_discount).shape)
-        )
-        for i in range(first + 1, last):
-            total_discount *= self._discount
-            n_step_return += self._rew[i] * total_discount
-            total_discount *= self._dis[i]
+        if self._float32_scalars:
+            # The envs' contract (float32 scalar rewards and discounts): the same float32 operations on numpy
+            # scalars, ~5x cheaper than on 0-d arrays.
+            total_discount, n_step_return = self._dis[first], self._rew[first]
+            for i in range(first + 1, last):
+                total_discount = total_discount * self._discount
+                n_step_return = n_step_return + self._rew[i] * total_discount
+                total_discount = total_discount * self._dis[i]
+        else:  # Acme's code: in-place on copies, so dtypes stay those of the first reward and discount
+            total_discount = np.copy(self._dis[first])
+            n_step_return = np.copy(
+                np.broadcast_to(self._rew[first], np.broadcast(self._rew[first], total_discount).shape)
+            )
+            for i in range(first + 1, last):
+                total_discount *= self._discount
+                n_step_return += self._rew[i] * total_discount
+                total_discount *= self._dis[i]
         return types.Transition(
             observation=self._obs[first],
             action=self._act[first],

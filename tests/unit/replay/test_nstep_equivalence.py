@@ -143,3 +143,33 @@ def test_d4pg_dmc_truncation_and_synthetic_discounts():
     counts, items = write_both(config, spec, episodes)
     assert counts[ACME] == counts[OURS] == expected_count(episodes, 5)
     assert_same(items[ACME], items[OURS])
+
+
+def test_float32_scalar_fast_path_matches_acmes_in_place_arithmetic():
+    from actorq.replay.nstep import NStepAdder
+
+    class Capture:
+        def __init__(self):
+            self.items = []
+
+        def write(self, transition):
+            self.items.append(transition)
+
+    rng = np.random.default_rng(7)
+    rewards = rng.standard_normal(12).astype(np.float32)
+    discounts = rng.choice(np.float32([1.0, 0.97, 0.5]), 12)
+    runs = []
+    for as_array in (False, True):  # 0-d arrays take Acme's in-place path, numpy scalars the fast one
+        capture = Capture()
+        adder = NStepAdder(capture, n_step=4, discount=0.99)
+        adder.add_first(dm_env.restart(np.zeros(2, np.float32)))
+        for t in range(12):
+            wrap = np.asarray if as_array else (lambda x: x)
+            step = dm_env.StepType.LAST if t == 11 else dm_env.StepType.MID
+            adder.add(
+                np.float32(t),
+                dm_env.TimeStep(step, wrap(rewards[t]), wrap(discounts[t]), np.ones(2, np.float32)),
+            )
+        runs.append([(np.float32(x.reward), np.float32(x.discount)) for x in capture.items])
+    assert len(runs[0]) == 12 + 3
+    assert np.array_equal(np.array(runs[0]), np.array(runs[1]))
