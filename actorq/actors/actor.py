@@ -138,6 +138,11 @@ class QuantizedActor:
         self._wake = threading.Event()
 
     @property
+    def adders(self) -> list[Adder] | None:
+        """One adder per environment (None: experience is not written)."""
+        return self._adders
+
+    @property
     def policy(self) -> QuantizedPolicy:
         """The policy (its kernel choice is ``policy.selection``)."""
         return self._policy

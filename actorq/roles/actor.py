@@ -227,6 +227,17 @@ class ActorRole(RoleBase):
         self.reconnects += 1
         self._timesteps = [None] * self.num_envs  # every environment starts a new episode
 
+    def _flush_experience(self) -> None:
+        adders = self.actor.adders
+        if not adders:
+            return
+        try:
+            adders[0].writer.flush(timeout_ms=FLUSH_ON_STOP_MS)
+        except Exception as exc:  # the server is gone or its rate limiter holds them: nothing more to do
+            log.info(
+                "actor %d: last transitions not confirmed on stop (%s)", self.actor_id, type(exc).__name__
+            )
+
     def write_metrics(self) -> None:
         now = time.monotonic()
         rate = (self.steps - self._rate_steps) / max(now - self._rate_t, 1e-9)
@@ -273,11 +284,17 @@ class ActorRole(RoleBase):
         write_kernel_record(self.dir, self.actor.policy)  # now with the first-message check
         try:
             super().run(stop)
+            self._flush_experience()
         finally:
             self._watchdog.close()
             self.actor.close()
             for env in self.envs:
                 env.close()
+
+
+FLUSH_ON_STOP_MS = 2000
+"""On a clean stop, how long an actor waits for replay to confirm its last queued transitions (the rate limiter
+may hold them once the learner has stopped: then they are dropped)."""
 
 
 def _drop_forever(retired: queue.SimpleQueue) -> None:
