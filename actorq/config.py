@@ -171,6 +171,10 @@ class ActorConfig:
     against fp32 on the actor's machine; fp32 unless another is >= 3% faster)."""
     num_actors: int = 2
     """Number of actor processes."""
+    envs_per_actor: int = 1
+    """Environments each actor process steps (1: the paper's setting). Their actions come from one batched
+    forward (the kernel is verified and timed at this batch size); each environment explores with its own
+    sigma/epsilon (num_actors * envs_per_actor streams on the actors' schedule) and has its own episodes."""
     update_period: int = 1000
     """Env steps between pulls of a new weight message (the paper's model pull frequency)."""
     async_update: bool = False
@@ -372,6 +376,7 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
     if config.algorithm == "dqn" and config.env.suite == "dmc":
         raise ConfigError("algorithm dqn needs discrete actions; dm_control tasks are continuous: use d4pg")
     positive("actor.num_actors", config.actor.num_actors)
+    positive("actor.envs_per_actor", config.actor.envs_per_actor)
     positive("actor.update_period", config.actor.update_period)
     positive("actor.threads", config.actor.threads)
     positive("learner.batch_size", config.learner.batch_size)

@@ -1,4 +1,9 @@
-"""The quantized actor: a torch policy at its precision, per-actor exploration, Acme's adder, weight pulls.
+"""The quantized actor: a torch policy at its precision, per-environment exploration, n-step adders, weight pulls.
+
+An actor steps ``actor.envs_per_actor`` environments: :meth:`QuantizedActor.select_actions` computes all their
+actions in one batched forward, each environment with its own exploration (sigma/epsilon stream
+``actor_id * envs_per_actor + j`` of ``num_actors * envs_per_actor``), and each has its own adder (episode
+boundaries) over one shared writer.
 
 Every pull is timed into the paper's runtime breakdown (pull, decode, apply) alongside inference, env and adder
 time. A message that fails validation is logged with its specific error, counted, and ignored: the actor keeps
@@ -15,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import dm_env
@@ -39,7 +44,7 @@ REJECT_LOG_PERIOD_S = 10.0
 
 
 def exploration_sigma(actor_id: int, num_actors: int, sigma_max: float) -> float:
-    """D4PG Gaussian sigma of actor ``actor_id``: evenly spread over (0, sigma_max].
+    """D4PG Gaussian sigma of exploration stream ``actor_id`` of ``num_actors``: evenly spread over (0, sigma_max].
 
     sigma_i = sigma_max * (i + 1) / N. The paper spread sigma "uniformly between 0 and 0.2"; we leave out the
     zero end so that no actor's experience is entirely noise-free (a sigma-0 actor only repeats the policy).
@@ -48,7 +53,7 @@ def exploration_sigma(actor_id: int, num_actors: int, sigma_max: float) -> float
 
 
 def exploration_epsilon(actor_id: int, num_actors: int, eps_min: float, eps_max: float) -> float:
-    """DQN epsilon of actor ``actor_id``: log-uniform from eps_max (actor 0) down to eps_min (last actor).
+    """DQN epsilon of exploration stream ``actor_id``: log-uniform from eps_max (stream 0) to eps_min (the last).
 
     epsilon_i = eps_max * (eps_min / eps_max) ** (i / (N - 1)), as Ape-X spreads epsilons; eps_max when N == 1.
     """
@@ -86,7 +91,7 @@ class QuantizedActor:
         self,
         config: ExperimentConfig,
         policy: QuantizedPolicy,
-        adder: Adder | None,
+        adder: Adder | Sequence[Adder] | None,
         subscriber: WeightSubscriber,
         actor_id: int = 0,
         seed: int = 0,
@@ -96,18 +101,26 @@ class QuantizedActor:
         key: WeightsKey | None = None,
         on_install: Callable[[int], None] | None = None,
     ):
-        """``key``: the run's weights key (None accepts unsigned messages: ``--insecure-weights`` only);
+        """``adder``: one per environment (``actor.envs_per_actor`` of them; a single adder for one environment);
+        ``key``: the run's weights key (None accepts unsigned messages: ``--insecure-weights`` only);
         ``on_install(version)`` runs after each install, e.g. to persist the version across restarts."""
         self._config = config
         self._policy = policy
-        self._adder = adder
+        self.num_envs = config.actor.envs_per_actor
+        self._adders = self._as_list(adder)
         self._subscriber = subscriber
         self._rng = np.random.default_rng(seed)
         self._low, self._high = action_low, action_high
         self._discrete = config.algorithm == "dqn"
-        n = config.actor.num_actors
-        self.sigma = exploration_sigma(actor_id, n, config.actor.sigma_max)
-        self.epsilon = exploration_epsilon(actor_id, n, config.actor.epsilon_min, config.actor.epsilon_max)
+        streams = config.actor.num_actors * self.num_envs
+        ids = [actor_id * self.num_envs + j for j in range(self.num_envs)]
+        self.sigmas = np.array(
+            [exploration_sigma(i, streams, config.actor.sigma_max) for i in ids], dtype=np.float32
+        )
+        self.epsilons = np.array(
+            [exploration_epsilon(i, streams, config.actor.epsilon_min, config.actor.epsilon_max) for i in ids]
+        )
+        self.sigma, self.epsilon = float(self.sigmas[0]), float(self.epsilons[0])
         self.timers = timers or Timers()
         self.weights = WeightState()
         self._key = key
@@ -125,12 +138,26 @@ class QuantizedActor:
         self._wake = threading.Event()
 
     @property
+    def adders(self) -> list[Adder] | None:
+        """One adder per environment (None: experience is not written)."""
+        return self._adders
+
+    @property
     def policy(self) -> QuantizedPolicy:
         """The policy (its kernel choice is ``policy.selection``)."""
         return self._policy
 
+    def _as_list(self, adder: Adder | Sequence[Adder] | None) -> list[Adder] | None:
+        if adder is None:
+            return None
+        adders = list(adder) if isinstance(adder, (list, tuple)) else [adder]
+        if len(adders) != self.num_envs:
+            raise ValueError(f"{len(adders)} adders for {self.num_envs} environments (actor.envs_per_actor)")
+        return adders
+
     # -- acting ------------------------------------------------------------------------------------------------
     def select_action(self, observation: np.ndarray) -> np.ndarray:
+        """The action for environment 0's ``[obs_dim]`` observation (its own exploration)."""
         with self.timers.time("inference"):
             out = self._policy(observation)
         if self._discrete:
@@ -142,15 +169,34 @@ class QuantizedActor:
             action = action + self._rng.normal(0.0, self.sigma, size=action.shape).astype(np.float32)
         return np.clip(action, self._low, self._high).astype(np.float32)
 
-    def observe_first(self, timestep: dm_env.TimeStep) -> None:
-        if self._adder is not None:
-            with self.timers.time("adder"):
-                self._adder.add_first(timestep)
+    def select_actions(self, observations: np.ndarray) -> list[np.ndarray]:
+        """Actions for ``[num_envs, obs_dim]`` observations: one batched forward, then each environment's own
+        exploration (env j: ``sigmas[j]`` / ``epsilons[j]``). One environment takes :meth:`select_action`'s path."""
+        if self.num_envs == 1:
+            return [self.select_action(observations[0])]
+        with self.timers.time("inference"):
+            out = self._policy(observations)
+        n = out.shape[0]
+        if self._discrete:
+            greedy = np.argmax(out, axis=-1)
+            explore = self._rng.random(n) < self.epsilons[:n]
+            random = self._rng.integers(out.shape[-1], size=n)
+            return [np.int32(a) for a in np.where(explore, random, greedy)]
+        noise = self._rng.standard_normal(out.shape).astype(np.float32) * self.sigmas[:n, None]
+        actions = np.clip(out + noise, self._low, self._high).astype(np.float32)
+        return list(actions)
 
-    def observe(self, action: np.ndarray, next_timestep: dm_env.TimeStep) -> None:
-        if self._adder is not None:
+    def observe_first(self, timestep: dm_env.TimeStep, env: int = 0) -> None:
+        """Environment ``env`` started an episode."""
+        if self._adders is not None:
             with self.timers.time("adder"):
-                self._adder.add(action, next_timestep)
+                self._adders[env].add_first(timestep)
+
+    def observe(self, action: np.ndarray, next_timestep: dm_env.TimeStep, env: int = 0) -> None:
+        """Environment ``env`` took ``action`` (one env step: counts towards ``update_period``)."""
+        if self._adders is not None:
+            with self.timers.time("adder"):
+                self._adders[env].add(action, next_timestep)
         self._steps_since_pull += 1
 
     # -- weights -----------------------------------------------------------------------------------------------
@@ -270,9 +316,11 @@ class QuantizedActor:
                 self._policy.install(pending[0])
             self._accept(pending[1])
 
-    def reconnect(self, adder: Adder | None, subscriber: WeightSubscriber) -> Adder | None:
-        """Use a new adder and subscriber (after the replay connection broke); returns the old adder."""
-        old, self._adder, self._subscriber = self._adder, adder, subscriber
+    def reconnect(
+        self, adder: Adder | Sequence[Adder] | None, subscriber: WeightSubscriber
+    ) -> list[Adder] | None:
+        """Use new adders and subscriber (after the replay connection broke); returns the old adders."""
+        old, self._adders, self._subscriber = self._adders, self._as_list(adder), subscriber
         return old
 
     def wait_for_weights(self, timeout_s: float, stop: threading.Event | None = None) -> bool:

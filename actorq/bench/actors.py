@@ -4,9 +4,11 @@ No learner and no quantizer process: this process starts a Reverb server with th
 rate limiter (``samples_per_insert=0``; FIFO eviction, so inserts never block), encodes one weight message per
 variant (the torch twin's initial weights through ``actorq.quantize.codec.encode_message`` at the variant's
 precision and wire bits) and publishes it. ``--actors N`` worker processes (one torch thread each) then run the
-real :class:`~actorq.roles.actor.ActorRole` step (policy, exploration noise, Acme n-step adder into Reverb,
+real :class:`~actorq.roles.actor.ActorRole` step (policy, exploration noise, n-step writer into Reverb,
 weight pulls every ``update_period`` env steps) for ``--seconds`` per block, all N measured over the same
-window. Blocks interleave variants in a rotating order with ``--repeats`` (fp32, int8, fp32, int8, ... shifted
+window. ``--envs-per-actor 1,8`` runs every precision with each number of environments per actor process
+(``actor.envs_per_actor``: one batched forward per step of all of them); rates count env steps over all of an
+actor's environments, per second and per CPU second of the actor's process (its Reverb threads included). Blocks interleave variants in a rotating order with ``--repeats`` (fp32, int8, fp32, int8, ... shifted
 each repeat) so drift of this shared machine hits every variant alike; the load average is recorded per block.
 
 By default every pull is a *new broadcast* (``--fresh``): after each pull the actor forgets the version it
@@ -15,8 +17,9 @@ actors pull (the paper's setting). Without it, pulls after the first only fetch 
 
 Workers are reused across blocks (TensorFlow/torch/dm_control imports are paid once); every block builds a
 fresh ActorRole (env, policy, adder, Reverb client). Records: per block and actor; summary: per variant, the
-median over repeats of the per-actor env steps/s, min-max, ratio to the fp32 variant (and the range of
-per-repeat paired ratios), ms per step per component (``other`` = loop time outside the timed components).
+median over repeats of the per-actor env steps/s, min-max, ratio to the fp32 variant with as many environments
+(and the range of per-repeat paired ratios), ratio to the same precision with one environment (``x n1``), env
+steps per CPU second, ms per env step per component (``other`` = loop time outside the timed components).
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ def bench_config(config: ExperimentConfig, variant: Variant, actors: int) -> Exp
             "quantizer.comm_bits": variant.comm_bits,
             "actor.update_period": variant.update_period,
             "actor.num_actors": actors,
+            "actor.envs_per_actor": variant.envs,
             "replay.samples_per_insert": 0.0,
             "replay.max_size": BENCH_MAX_SIZE,
             "replay.min_size": min(config.replay.min_size, BENCH_MAX_SIZE),
@@ -129,6 +133,7 @@ def run_bench(
                     precision=variant.precision,
                     comm_bits=variant.comm_bits,
                     update_period=variant.update_period,
+                    envs=variant.envs,
                     repeat=repeat,
                     block=i,
                     message_bytes=int(message.nbytes),
@@ -138,11 +143,12 @@ def run_bench(
             records += results
             rate = np.mean([r["steps_per_s"] for r in results])
             log.info(
-                "[%d/%d] %s K=%d: %.1f env steps/s per actor",
+                "[%d/%d] %s K=%d N=%d: %.1f env steps/s per actor",
                 i + 1,
                 len(order),
                 variant.name,
                 variant.update_period,
+                variant.envs,
                 rate,
             )
     return records
@@ -162,6 +168,7 @@ def summarize(records: list[dict[str, Any]], learner_rate: float | None = None) 
         steps = sum(a["steps"] for a in all_actors)
         comps = {c: sum(a["components"].get(c, 0.0) for a in all_actors) for c in BREAKDOWN_COMPONENTS}
         wall = sum(a["seconds"] for a in all_actors)
+        cpu = sum(a.get("cpu_s", 0.0) for a in all_actors)
         applied = sum(a["applied"] for a in all_actors)
         ms = {c: 1e3 * comps[c] / max(steps, 1) for c in BREAKDOWN_COMPONENTS}
         ms["other"] = 1e3 * max(0.0, wall - sum(comps.values())) / max(steps, 1)
@@ -174,12 +181,14 @@ def summarize(records: list[dict[str, Any]], learner_rate: float | None = None) 
             "kernel_us": first.get("kernel_us"),
             "comm_bits": first["comm_bits"],
             "update_period": key[1],
+            "envs": int(first.get("envs", 1)),
             "actors": len(blocks[next(iter(blocks))]),
             "repeats": len(rates),
             "rates_by_repeat": rates,
             "steps_per_s": median,
             "steps_per_s_min": min(rates.values()),
             "steps_per_s_max": max(rates.values()),
+            "steps_per_cpu_s": steps / cpu if cpu > 0 else None,
             "ms_per_step": ms,
             "message_bytes": first["message_bytes"],
             "pulls_per_s": sum(a["pulls"] for a in all_actors) / max(wall, 1e-9),
@@ -193,9 +202,29 @@ def summarize(records: list[dict[str, Any]], learner_rate: float | None = None) 
         if learner_rate and row["weight_age_s"] is not None:
             row["weight_age_learner_steps"] = row["weight_age_s"] * learner_rate
         rows.append(row)
-    for row in rows:  # ratios to the fp32/32-bit variant at the same period (else the first variant listed)
-        same = [r for r in rows if r["update_period"] == row["update_period"]]
-        set_speedup(row, next((r for r in same if r["variant"] == "fp32/c32"), same[0]))
+    for row in rows:  # ratios to fp32/32-bit at the same period and envs (else the first such variant listed)
+        same = [r for r in rows if (r["update_period"], r["envs"]) == (row["update_period"], row["envs"])]
+        set_speedup(
+            row, next((r for r in same if r["precision"] == "fp32" and r["comm_bits"] == 32), same[0])
+        )
+        one = next(
+            (
+                r
+                for r in rows
+                if r["envs"] == 1
+                and (r["precision"], r["comm_bits"], r["update_period"])
+                == (row["precision"], row["comm_bits"], row["update_period"])
+            ),
+            None,
+        )
+        row["vs_one_env"] = (
+            row["steps_per_s"] / one["steps_per_s"] if one and one["steps_per_s"] > 0 else None
+        )
+        row["inference_vs_one_env"] = (
+            row["ms_per_step"]["inference"] / one["ms_per_step"]["inference"]
+            if one and one["ms_per_step"]["inference"] > 0
+            else None
+        )
     return rows
 
 
@@ -242,7 +271,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     """Aligned text table of :func:`summarize` rows."""
     comps = (*BREAKDOWN_COMPONENTS, "other")
     head = (
-        f"{'variant':<10} {'kernel':<12} {'K':>5} {'n':>2} {'steps/s':>8} {'min-max':>13} {'x base':>6} {'paired':>11} "
+        f"{'variant':<13} {'kernel':<12} {'K':>5} {'n':>2} {'N':>2} {'steps/s':>8} {'/cpu-s':>7} {'min-max':>13} "
+        f"{'x base':>6} {'paired':>11} {'x n1':>5} "
         + " ".join(f"{c[:6]:>7}" for c in comps)
         + f" {'ms/step':>8} {'MB/msg':>7} {'ms/bcast':>8} {'load':>5}"
     )
@@ -252,13 +282,20 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         paired = f"{r['speedup_min']:.2f}-{r['speedup_max']:.2f}" if r["speedup_min"] is not None else "-"
         bcast = f"{r['ms_per_broadcast']:.1f}" if r["ms_per_broadcast"] is not None else "-"
         speed = f"{r['speedup']:.2f}" if r["speedup"] is not None else "-"
+        per_cpu = f"{r['steps_per_cpu_s']:.1f}" if r.get("steps_per_cpu_s") else "-"
+        vs_one = f"{r['vs_one_env']:.2f}" if r.get("vs_one_env") else "-"
         lines.append(
-            f"{r['variant']:<10} {str(r.get('kernel') or '-'):<12} {r['update_period']:>5} {r['actors']:>2} {r['steps_per_s']:>8.1f} "
-            f"{r['steps_per_s_min']:>6.1f}-{r['steps_per_s_max']:<6.1f} {speed:>6} {paired:>11} "
+            f"{r['variant']:<13} {str(r.get('kernel') or '-'):<12} {r['update_period']:>5} {r['actors']:>2} "
+            f"{r.get('envs', 1):>2} {r['steps_per_s']:>8.1f} {per_cpu:>7} "
+            f"{r['steps_per_s_min']:>6.1f}-{r['steps_per_s_max']:<6.1f} {speed:>6} {paired:>11} {vs_one:>5} "
             + " ".join(f"{ms[c]:>7.3f}" for c in comps)
             + f" {sum(ms.values()):>8.3f} {r['message_bytes'] / 1e6:>7.2f} {bcast:>8} {r['load_avg']:>5.1f}"
         )
-    lines.append("(ms columns: per env step per actor; 'other' = loop time outside the timed components)")
+    lines.append(
+        "(steps/s and /cpu-s: env steps over all N envs of one actor process; x base: vs fp32 at the same N; "
+        "x n1: vs the same precision at N=1; ms columns: per env step; 'other' = loop time outside the timed "
+        "components)"
+    )
     return "\n".join(lines)
 
 
@@ -308,13 +345,27 @@ def _main(args: argparse.Namespace) -> int:
         raise ConfigError("--actors, --seconds, --repeats and --update-period must be positive")
     if args.comm_bits is not None and args.comm_bits not in COMM_BITS:
         raise ConfigError(f"--comm-bits {args.comm_bits}: choose from {', '.join(map(str, COMM_BITS))}")
-    variants = [Variant(p, args.comm_bits or AUTO_COMM_BITS[p], args.update_period) for p in precisions]
+    envs = parse_list(args.envs_per_actor, (), "--envs-per-actor", int)
+    if min(envs) < 1:
+        raise ConfigError(f"--envs-per-actor {args.envs_per_actor!r}: every value must be >= 1")
+    variants = [
+        Variant(p, args.comm_bits or AUTO_COMM_BITS[p], args.update_period, n)
+        for n in envs
+        for p in precisions
+    ]
     records = run_bench(config, variants, args.actors, args.seconds, args.repeats, args.fresh)
     rows = summarize(records)
     notes = amdahl_notes(rows)
-    sys.stdout.write(format_table(rows) + "\n" + "\n".join(notes) + "\n")
+    meta = {**common_meta(args, config), "envs_per_actor": envs}
+    cpu = meta["machine"]
+    sys.stdout.write(
+        format_table(rows)
+        + "\n"
+        + "\n".join(notes)
+        + f"\nCPU: {cpu['cpu']} ({cpu['cpus']} cores; {', '.join(cpu['isa']) or 'no vector flags recorded'})\n"
+    )
     if args.json_path:
-        write_json(args.json_path, "actors", common_meta(args, config), records, rows, notes=notes)
+        write_json(args.json_path, "actors", meta, records, rows, notes=notes)
         sys.stdout.write(f"wrote {args.json_path}\n")
     return 0
 
@@ -356,6 +407,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--comm-bits", type=int, help="wire bits for every variant (default: each precision's own)"
+    )
+    parser.add_argument(
+        "--envs-per-actor",
+        default="1",
+        help="comma-separated environments per actor process, each run at every precision (default 1; e.g. 1,8)",
     )
     parser.set_defaults(func=_main)
     return parser

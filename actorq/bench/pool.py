@@ -41,15 +41,16 @@ WARMUP_S = 1.0
 
 @dataclass(frozen=True)
 class Variant:
-    """What a bench block runs: actor precision, wire bits and pull period."""
+    """What a bench block runs: actor precision, wire bits, pull period and environments per actor."""
 
     precision: str
     comm_bits: int
     update_period: int
+    envs: int = 1
 
     @property
     def name(self) -> str:
-        return f"{self.precision}/c{self.comm_bits}"
+        return f"{self.precision}/c{self.comm_bits}" + (f"/n{self.envs}" if self.envs > 1 else "")
 
 
 def machine_info() -> dict[str, Any]:
@@ -226,6 +227,7 @@ def measure(role, seconds: float, fresh: bool) -> dict[str, Any]:
     totals0, counts0 = dict(timers.totals), dict(timers.counts)
     steps0, received0, rejected0 = role.steps, role.actor.weights.received, role.actor.weights.rejected
     pulls_seen = timers.counts.get("pull", 0)
+    cpu0 = time.process_time()
     start = time.perf_counter()
     end = start + seconds
     while True:
@@ -236,11 +238,14 @@ def measure(role, seconds: float, fresh: bool) -> dict[str, Any]:
         if time.perf_counter() >= end:
             break
     elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu0
     steps = role.steps - steps0
     return {
         "steps": steps,
         "seconds": elapsed,
         "steps_per_s": steps / elapsed,
+        "cpu_s": cpu,
+        "envs": getattr(role, "num_envs", 1),
         "components": {c: timers.totals.get(c, 0.0) - totals0.get(c, 0.0) for c in BREAKDOWN_COMPONENTS},
         "pulls": timers.counts.get("pull", 0) - counts0.get("pull", 0),
         "applied": role.actor.weights.received - received0,
@@ -254,7 +259,8 @@ def measure(role, seconds: float, fresh: bool) -> dict[str, Any]:
 def _close(role) -> None:
     with contextlib.suppress(Exception):
         role.actor.close()
-        role.env.close()
+        for env in role.envs:
+            env.close()
         role.close()
 
 

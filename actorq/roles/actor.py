@@ -28,18 +28,19 @@ from actorq.hardware import hardware_record
 from actorq.metrics import read_metrics
 from actorq.quantize.signing import WeightsKey
 from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, connect
-from actorq.replay.experience import make_adder
+from actorq.replay.experience import make_adders
 from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
 from actorq.types import BREAKDOWN_COMPONENTS, Timers
 
 log = logging.getLogger(__name__)
 
 
-def build_policy(config: ExperimentConfig, precision: str | None = None) -> QuantizedPolicy:
+def build_policy(config: ExperimentConfig, precision: str | None = None, batch: int = 1) -> QuantizedPolicy:
     """The torch policy for this experiment's task and network at ``precision`` (default: the actor's).
 
-    The kernel is verified and timed on this machine (``actor.kernel``, default auto; see
-    :mod:`actorq.actors.kernels`); a different ``precision`` than the actor's always uses auto.
+    The kernel is verified and timed on this machine at ``batch`` rows per forward (an actor passes its
+    ``actor.envs_per_actor``) (``actor.kernel``, default auto; see :mod:`actorq.actors.kernels`); a different
+    ``precision`` than the actor's always uses auto.
     """
     spec = environment_spec(config.env)
     own = precision is None or precision == config.actor.precision
@@ -53,6 +54,7 @@ def build_policy(config: ExperimentConfig, precision: str | None = None) -> Quan
         action_high=spec.action_high,
         threads=config.actor.threads,
         kernel=(config.actor.kernel or "auto") if own else "auto",
+        batch=batch,
     )
 
 
@@ -68,8 +70,14 @@ def write_kernel_record(directory: Path, policy: QuantizedPolicy) -> None:
     tmp.replace(directory / "kernel.json")
 
 
+def env_seed(config: ExperimentConfig, actor_id: int, env_index: int) -> int:
+    """Seed of environment ``env_index`` of actor ``actor_id`` (env 0 keeps the one-environment actor's seed)."""
+    return config.seed * 1000 + 17 * (actor_id + 1) + 100_003 * env_index
+
+
 class ActorRole(RoleBase):
-    """Runs episodes; one env step per ``step()``; pulls weights every ``actor.update_period`` steps."""
+    """Runs episodes in ``actor.envs_per_actor`` environments; each ``step()`` steps every one of them once (one
+    batched forward); pulls weights every ``actor.update_period`` env steps (counted over all environments)."""
 
     name = "actor"
 
@@ -88,8 +96,11 @@ class ActorRole(RoleBase):
         self.actor_id = actor_id
         self._address, self._connect_timeout_s = address, connect_timeout_s
         client = connect(address, timeout_s=connect_timeout_s)
-        seed = config.seed * 1000 + 17 * (actor_id + 1)
-        self.env = make_environment(config.env, seed=seed)
+        self.num_envs = config.actor.envs_per_actor
+        seed = env_seed(config, actor_id, 0)
+        self.envs = [
+            make_environment(config.env, seed=env_seed(config, actor_id, j)) for j in range(self.num_envs)
+        ]
         spec = environment_spec(config.env)
         self.timers = Timers()
         installed = VersionRecord(
@@ -97,8 +108,8 @@ class ActorRole(RoleBase):
         )
         self.actor = QuantizedActor(
             config,
-            build_policy(config),
-            make_adder(client, config),
+            build_policy(config, batch=self.num_envs),
+            make_adders(client, config, self.num_envs),
             ReverbWeightSubscriber(client, POLICY_TABLE),
             actor_id=actor_id,
             seed=seed,
@@ -124,9 +135,9 @@ class ActorRole(RoleBase):
         previous = read_metrics(self.dir / "metrics.csv")
         self.steps = int(previous[-1].get("step") or 0) if previous else 0
         self.episodes = int(previous[-1].get("episodes") or 0) if previous else 0
-        self.episode_return = 0.0
+        self._returns = [0.0] * self.num_envs
         self.last_return: float | None = None
-        self._timestep = None
+        self._timesteps: list = [None] * self.num_envs
         self._rate_t, self._rate_steps = time.monotonic(), self.steps
         self._watchdog = StallWatchdog(f"actor {actor_id} replay write", config.replay.rate_limiter_timeout_s)
         self.reconnects = 0
@@ -134,33 +145,50 @@ class ActorRole(RoleBase):
         self._retired: queue.SimpleQueue | None = None
         policy = self.actor.policy
         log.info(
-            "actor %d: precision=%s %s; sigma=%.3f epsilon=%.3f",
+            "actor %d: %d env(s), precision=%s %s; sigma=%s epsilon=%s",
             actor_id,
+            self.num_envs,
             config.actor.precision,
             policy.selection.describe(),
-            self.actor.sigma,
-            self.actor.epsilon,
+            np.round(self.actor.sigmas, 3).tolist(),
+            np.round(self.actor.epsilons, 3).tolist(),
         )
         write_kernel_record(self.dir, policy)
 
+    @property
+    def env(self):
+        """The first environment (the only one unless ``actor.envs_per_actor`` > 1)."""
+        return self.envs[0]
+
     def step(self) -> None:
-        if self._timestep is None or self._timestep.last():
-            if self._timestep is not None:
-                self.episodes += 1
-                self.last_return = self.episode_return
+        """One env step in every environment (starting new episodes where one ended), then maybe a pull."""
+        for j, timestep in enumerate(self._timesteps):
+            if timestep is None or timestep.last():
+                if timestep is not None:
+                    self.episodes += 1
+                    self.last_return = self._returns[j]
+                with self.timers.time("env"):
+                    timestep = self._timesteps[j] = self.envs[j].reset()
+                self._returns[j] = 0.0
+                if not self._write(self.actor.observe_first, timestep, j):
+                    return
+        if self.num_envs == 1:
+            actions = [self.actor.select_action(self._timesteps[0].observation)]
+        else:
+            actions = self.actor.select_actions(np.stack([ts.observation for ts in self._timesteps]))
+        for j, action in enumerate(actions):
             with self.timers.time("env"):
-                self._timestep = self.env.reset()
-            self.episode_return = 0.0
-            if not self._write(self.actor.observe_first, self._timestep):
+                timestep = self._timesteps[j] = self.envs[j].step(action)
+            if not self._write(self.actor.observe, action, timestep, j):
                 return
-        action = self.actor.select_action(self._timestep.observation)
-        with self.timers.time("env"):
-            self._timestep = self.env.step(action)
-        if not self._write(self.actor.observe, action, self._timestep):
-            return
-        self.episode_return += float(self._timestep.reward or 0.0)
-        self.steps += 1
+            self._returns[j] += float(timestep.reward or 0.0)
+            self.steps += 1
         self.actor.update()
+
+    @property
+    def episode_return(self) -> float:
+        """Return so far of environment 0's current episode."""
+        return self._returns[0]
 
     def _write(self, call, *args) -> bool:
         """One adder call; False (after reconnecting, with a new episode to start) when replay refused it."""
@@ -193,11 +221,22 @@ class ActorRole(RoleBase):
         # writer (up to 10 s) runs on the drop thread, not here.
         self._retired.put(
             self.actor.reconnect(
-                make_adder(client, self.config), ReverbWeightSubscriber(client, POLICY_TABLE)
+                make_adders(client, self.config, self.num_envs), ReverbWeightSubscriber(client, POLICY_TABLE)
             )
         )
         self.reconnects += 1
-        self._timestep = None
+        self._timesteps = [None] * self.num_envs  # every environment starts a new episode
+
+    def _flush_experience(self) -> None:
+        adders = self.actor.adders
+        if not adders:
+            return
+        try:
+            adders[0].writer.flush(timeout_ms=FLUSH_ON_STOP_MS)
+        except Exception as exc:  # the server is gone or its rate limiter holds them: nothing more to do
+            log.info(
+                "actor %d: last transitions not confirmed on stop (%s)", self.actor_id, type(exc).__name__
+            )
 
     def write_metrics(self) -> None:
         now = time.monotonic()
@@ -245,10 +284,17 @@ class ActorRole(RoleBase):
         write_kernel_record(self.dir, self.actor.policy)  # now with the first-message check
         try:
             super().run(stop)
+            self._flush_experience()
         finally:
             self._watchdog.close()
             self.actor.close()
-            self.env.close()
+            for env in self.envs:
+                env.close()
+
+
+FLUSH_ON_STOP_MS = 2000
+"""On a clean stop, how long an actor waits for replay to confirm its last queued transitions (the rate limiter
+may hold them once the learner has stopped: then they are dropped)."""
 
 
 def _drop_forever(retired: queue.SimpleQueue) -> None:

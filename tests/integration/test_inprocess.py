@@ -14,9 +14,9 @@ from tests.conftest import tiny_config
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize("algorithm", ["dqn", "d4pg"])
-def test_all_roles_in_process(tmp_path, algorithm):
-    config = tiny_config(algorithm, max_actor_steps=600, max_minutes=3)
+@pytest.mark.parametrize("algorithm,envs", [("dqn", 1), ("d4pg", 3)])
+def test_all_roles_in_process(tmp_path, algorithm, envs):
+    config = tiny_config(algorithm, max_actor_steps=600, max_minutes=3, **{"actor.envs_per_actor": envs})
     before = {t.name for t in threading.enumerate()}
     code = run_inprocess(config, tmp_path, quiet=True, poll_s=0.2)
     summary = json.loads((tmp_path / "summary.json").read_text())

@@ -50,9 +50,14 @@ def _no_children_left():
 
 @pytest.mark.parametrize("launcher", ["launchpad", "local"])
 def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
-    # A samples-per-insert limit: actors cannot race past the learner while TF traces its first step.
+    # A samples-per-insert limit: actors cannot race past the learner while TF traces its first step. Each actor
+    # steps 3 environments (one batched forward), counted as env steps.
     config = tiny_config(
-        "dqn", launcher=launcher, max_actor_steps=800, max_minutes=5, **{"replay.samples_per_insert": 2.0}
+        "dqn",
+        launcher=launcher,
+        max_actor_steps=800,
+        max_minutes=5,
+        **{"replay.samples_per_insert": 2.0, "actor.envs_per_actor": 3},
     )
     save_config(config, tmp_path / "in.yaml")
     run_dir = tmp_path / "run"
@@ -67,8 +72,11 @@ def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
         assert (run_dir / role / "metrics.csv").exists(), role
     # Each actor owns its process, so it reports that process's CPU time (the report's unthrottled actor rate).
     for actor in ("actor_0", "actor_1"):
-        cpu = [row["cpu_s"] for row in read_metrics(run_dir / actor / "metrics.csv")]
+        rows = read_metrics(run_dir / actor / "metrics.csv")
+        cpu = [row["cpu_s"] for row in rows]
         assert cpu[-1] > cpu[0] > 0, actor
+        assert rows[-1]["step"] % 3 == 0, actor  # every loop steps all 3 environments
+        assert json.loads((run_dir / actor / "kernel.json").read_text())["batch"] == 3, actor
     _no_children_left()
 
 
@@ -132,7 +140,7 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
         launcher="local",
         max_actor_steps=1500,
         max_minutes=5,
-        **{"replay.samples_per_insert": 2.0, "learner.checkpoint_period_s": 5.0},
+        **{"replay.samples_per_insert": 2.0, "learner.checkpoint_period_s": 5.0, "actor.envs_per_actor": 2},
     )
     save_config(config, tmp_path / "in.yaml")
     run_dir = tmp_path / "run"
@@ -153,7 +161,8 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
             str(run_dir),
             "--quiet",
             "--max-actor-steps",
-            "3000",
+            # Beyond where the first run stopped (fast actors overshoot its 1500 by up to a metrics period).
+            str(before["actor_steps"] + 1500),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -163,7 +172,7 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
     after = json.loads((run_dir / "summary.json").read_text())
     assert after["learner_steps"] > before["learner_steps"]
-    assert after["actor_steps"] >= 3000
+    assert after["actor_steps"] >= before["actor_steps"] + 1500
     learner_rows = read_metrics(run_dir / "learner" / "metrics.csv")
     # Nothing was lost: the launcher stopped the learner while actors still fed it, so it saved at its last step
     # and the resumed learner continued from there (steps never go back), not from zero or an earlier checkpoint.

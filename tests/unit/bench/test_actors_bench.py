@@ -148,3 +148,24 @@ def test_acme_baseline_plan_rotates_systems():
     assert acme_baseline.plan(["acme-fp32", "fp32", "int8"], [0, 1]) == [
         ("acme-fp32", 0), ("fp32", 0), ("int8", 0), ("fp32", 1), ("int8", 1), ("acme-fp32", 1),
     ]  # fmt: skip
+
+
+def test_summary_compares_each_env_count_with_fp32_at_the_same_count_and_with_one_env():
+    fp32_8, int8_8 = Variant("fp32", 32, 1000, 8), Variant("int8", 8, 1000, 8)
+    records = []
+    for rep in range(2):
+        records += [_record(FP32, rep, 100.0, 5.0), _record(INT8, rep, 150.0, 2.0)]
+        records += [_record(fp32_8, rep, 180.0, 1.5), _record(int8_8, rep, 360.0, 0.5)]
+    for r in records:
+        r["envs"] = 8 if r["variant"].endswith("/n8") else 1
+        r["cpu_s"] = r["seconds"] / 2
+    rows = {r["variant"]: r for r in summarize(records)}
+    assert set(rows) == {"fp32/c32", "int8/c8", "fp32/c32/n8", "int8/c8/n8"}
+    n8 = rows["int8/c8/n8"]
+    assert n8["envs"] == 8 and n8["baseline"] == "fp32/c32/n8" and n8["speedup"] == pytest.approx(2.0)
+    assert n8["vs_one_env"] == pytest.approx(360 / 150) and rows["fp32/c32/n8"][
+        "vs_one_env"
+    ] == pytest.approx(1.8)
+    assert n8["inference_vs_one_env"] == pytest.approx(0.25)
+    assert n8["steps_per_cpu_s"] == pytest.approx(720.0)  # steps over half the wall time in CPU seconds
+    assert rows["int8/c8"]["baseline"] == "fp32/c32" and rows["fp32/c32"]["vs_one_env"] == pytest.approx(1.0)
