@@ -30,7 +30,7 @@ from actorq.quantize.signing import WeightsKey
 from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, connect
 from actorq.replay.experience import make_adder
 from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
-from actorq.types import BREAKDOWN_COMPONENTS, Timers
+from actorq.timers import BREAKDOWN_COMPONENTS, Timers
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import pytest
 from actorq.bench import ablation, acme_baseline
 from actorq.bench.actors import amdahl_notes, bench_config, block_order, reference_state, summarize
 from actorq.bench.pool import Variant, measure
-from actorq.types import BREAKDOWN_COMPONENTS, Timers
+from actorq.timers import BREAKDOWN_COMPONENTS, Timers
 from tests.conftest import tiny_config
 
 FP32 = Variant("fp32", 32, 1000)
