@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from launch.inprocess import run_inprocess
+from actorq.launchers.inprocess import run_inprocess
 from tests.conftest import tiny_config
 
 pytestmark = pytest.mark.integration

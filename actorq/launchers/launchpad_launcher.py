@@ -20,9 +20,9 @@ from pathlib import Path
 import psutil
 
 from actorq.config import ExperimentConfig
-from launch.local import EXIT_CODES, STOP_GRACE_S, LauncherBase
-from launch.monitor import RunMonitor, format_summary
-from launch.topology import topology
+from actorq.launchers.local import EXIT_CODES, ROLE_STOP_GRACE_S, LauncherBase
+from actorq.launchers.monitor import RunMonitor, format_summary
+from actorq.launchers.topology import topology
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ def _alive(proc: psutil.Process) -> bool:
 
 
 def _terminate_trees(processes: list[psutil.Process]) -> None:
-    """SIGTERM ``processes`` and their descendants, wait up to STOP_GRACE_S, then SIGKILL what is left."""
+    """SIGTERM ``processes`` and their descendants, wait up to ROLE_STOP_GRACE_S, then SIGKILL what is left."""
     tree: list[psutil.Process] = []
     for proc in processes:
         with contextlib.suppress(psutil.NoSuchProcess):
@@ -173,7 +173,7 @@ def _terminate_trees(processes: list[psutil.Process]) -> None:
     for proc in tree:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.terminate()
-    _, alive = psutil.wait_procs(tree, timeout=STOP_GRACE_S)
+    _, alive = psutil.wait_procs(tree, timeout=ROLE_STOP_GRACE_S)
     for proc in alive:
         log.warning("pid %d ignored SIGTERM; killing it", proc.pid)
         with contextlib.suppress(psutil.NoSuchProcess):

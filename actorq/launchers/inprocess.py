@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 from actorq.config import ExperimentConfig, save_config
+from actorq.launchers.monitor import RunMonitor, format_summary
+from actorq.launchers.topology import topology
 from actorq.roles import build_role
 from actorq.roles.weights_key import describe, ensure_run_key, load_key_file
-from launch.monitor import RunMonitor, format_summary
-from launch.topology import topology
 
 log = logging.getLogger(__name__)
 
