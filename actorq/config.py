@@ -37,9 +37,11 @@ KERNELS = {
 verifies each against fp32 on the machine that runs the actor and uses the fastest that passes."""
 
 COMM_BITS = (32, 16, 8, 4, 2)
-"""Bit widths for weights on the wire (32 = fp32, 16 = fp16, <= 8 = packed affine codes)."""
+"""Bit widths a run may put weights on the wire with (32 = fp32, 16 = fp16, <= 8 = packed affine codes); a subset
+of what the codec can carry (:data:`actorq.quantize.header.WIRE_BITS`)."""
 
 ALGORITHMS = ("d4pg", "dqn")
+"""The learning algorithms (Acme's D4PG for continuous control, DQN for discrete actions)."""
 SUITES = ("dmc", "gym")
 LAUNCHERS = ("launchpad", "local", "inprocess")
 

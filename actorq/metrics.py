@@ -21,6 +21,11 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 
+UNFINISHED_EXITS = ("interrupted", "role_failed")
+"""``exit`` reasons in a run's summary.json that mean it did not finish: reports skip such runs, and
+``actorq experiment`` (and the Acme baseline bench) run them again from scratch."""
+
+
 class MetricsWriter:
     """Appends rows to ``<dir>/metrics.csv`` and mirrors numeric values to TensorBoard.
 

@@ -36,7 +36,7 @@ from actorq.quantize.codec import (
     read_header,
 )
 from actorq.quantize.signing import POLICY_STREAM, WeightsKey
-from actorq.types import Timers
+from actorq.timers import Timers
 
 log = logging.getLogger(__name__)
 

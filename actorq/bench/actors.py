@@ -44,7 +44,7 @@ from actorq.config import (
     load_config,
     replace,
 )
-from actorq.types import BREAKDOWN_COMPONENTS
+from actorq.timers import BREAKDOWN_COMPONENTS
 
 log = logging.getLogger(__name__)
 

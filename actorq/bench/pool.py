@@ -30,7 +30,7 @@ import numpy as np
 from actorq.config import ExperimentConfig, save_config
 from actorq.hardware import cpu_info
 from actorq.roles.weights_key import ensure_run_key, load_key_file
-from actorq.types import BREAKDOWN_COMPONENTS
+from actorq.timers import BREAKDOWN_COMPONENTS
 
 log = logging.getLogger(__name__)
 

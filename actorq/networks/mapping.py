@@ -33,7 +33,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-ALGORITHMS = ("d4pg", "dqn")
+from actorq.config import ALGORITHMS
+
 DEFAULT_SCOPES = {"d4pg": "policy", "dqn": "q_network"}
 """Root name scope of the policy variables as ``tf_nets`` builds them."""
 

@@ -19,17 +19,9 @@ from actorq.quantize.message import (
 )
 from actorq.quantize.packing import packed_nbytes
 
-COMM_BITS = (
-    2,
-    3,
-    4,
-    5,
-    6,
-    7,
-    8,
-    16,
-    32,
-)  # wire widths the codec can carry (config.COMM_BITS is what runs use)
+WIRE_BITS = (2, 3, 4, 5, 6, 7, 8, 16, 32)
+"""Every width the codec can carry (2-8 bit packed affine codes, fp16, fp32): a message with another is refused.
+A run uses one of :data:`actorq.config.COMM_BITS`, a subset."""
 MAX_PAYLOAD_BYTES = 1 << 32  # cap on the declared uncompressed payload (4 GiB)
 MAX_NDIM = 32
 MAX_NAME = 1024
@@ -52,8 +44,8 @@ def check_meta(version: Any, learner_step: Any, precision: Any, comm_bits: Any) 
             raise ValueError(f"{field} must be an int in [0, 2^63), got {v!r}")
     if not isinstance(precision, str) or not 0 < len(precision) <= 64:
         raise ValueError(f"precision must be a non-empty str of at most 64 chars, got {precision!r}")
-    if not is_int(comm_bits) or comm_bits not in COMM_BITS:
-        raise ValueError(f"comm_bits must be one of {COMM_BITS}, got {comm_bits!r}")
+    if not is_int(comm_bits) or comm_bits not in WIRE_BITS:
+        raise ValueError(f"comm_bits must be one of {WIRE_BITS}, got {comm_bits!r}")
 
 
 def finite_or_raise(a: np.ndarray, what: str) -> None:

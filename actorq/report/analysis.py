@@ -17,7 +17,7 @@ import numpy as np
 
 from actorq.report import stats
 from actorq.report.runs import RunData
-from actorq.types import BREAKDOWN_COMPONENTS
+from actorq.timers import BREAKDOWN_COMPONENTS
 
 WATTS_PER_CORE = 350.0 / 60.0
 """Power of one busy core: Intel Xeon Platinum 8580 (5th gen Xeon, the family of this VM's CPU model 207),

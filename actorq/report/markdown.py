@@ -15,7 +15,7 @@ from actorq.report.analysis import (
     RunMetrics,
     TaskTable,
 )
-from actorq.types import BREAKDOWN_COMPONENTS
+from actorq.timers import BREAKDOWN_COMPONENTS
 
 
 def fmt(value: float | None, digits: int = 1, unit: str = "") -> str:

@@ -15,7 +15,7 @@ import numpy as np
 
 from actorq.report import stats
 from actorq.report.analysis import TaskTable
-from actorq.types import BREAKDOWN_COMPONENTS
+from actorq.timers import BREAKDOWN_COMPONENTS
 
 log = logging.getLogger(__name__)
 

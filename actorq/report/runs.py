@@ -21,11 +21,9 @@ import numpy as np
 import yaml
 
 from actorq.config import AUTO_COMM_BITS
-from actorq.metrics import read_metrics
+from actorq.metrics import UNFINISHED_EXITS, read_metrics
 
 log = logging.getLogger(__name__)
-
-UNFINISHED_EXITS = ("interrupted", "role_failed")
 
 
 @dataclass

@@ -11,7 +11,6 @@ Weights are authenticated with the run's key; the last installed version is kept
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
@@ -21,53 +20,17 @@ from pathlib import Path
 import numpy as np
 
 from actorq.actors.actor import QuantizedActor
-from actorq.actors.policy import QuantizedPolicy
 from actorq.config import ExperimentConfig
 from actorq.envs import environment_spec, make_environment
-from actorq.hardware import hardware_record
 from actorq.metrics import read_metrics
 from actorq.quantize.signing import WeightsKey
 from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, connect
 from actorq.replay.experience import make_adders
 from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
-from actorq.types import BREAKDOWN_COMPONENTS, Timers
+from actorq.roles.policy import build_policy, write_kernel_record
+from actorq.timers import BREAKDOWN_COMPONENTS, Timers
 
 log = logging.getLogger(__name__)
-
-
-def build_policy(config: ExperimentConfig, precision: str | None = None, batch: int = 1) -> QuantizedPolicy:
-    """The torch policy for this experiment's task and network at ``precision`` (default: the actor's).
-
-    The kernel is verified and timed on this machine at ``batch`` rows per forward (an actor passes its
-    ``actor.envs_per_actor``) (``actor.kernel``, default auto; see :mod:`actorq.actors.kernels`); a different
-    ``precision`` than the actor's always uses auto.
-    """
-    spec = environment_spec(config.env)
-    own = precision is None or precision == config.actor.precision
-    return QuantizedPolicy(
-        algorithm=config.algorithm,
-        obs_dim=spec.obs_dim,
-        out_dim=spec.num_actions,
-        layers=tuple(config.network.policy_layers),
-        precision=precision or config.actor.precision,
-        action_low=spec.action_low,
-        action_high=spec.action_high,
-        threads=config.actor.threads,
-        kernel=(config.actor.kernel or "auto") if own else "auto",
-        batch=batch,
-    )
-
-
-def write_kernel_record(directory: Path, policy: QuantizedPolicy) -> None:
-    """``kernel.json`` in a role's directory: the kernel choice, its error and time, rejections, and the CPU."""
-    bytes_per_weight = {"fp32": 4, "fp16": 2, "int8": 1}[policy.precision]
-    record = {
-        **policy.selection.to_json(),
-        "hardware": hardware_record(weight_bytes=policy.spec.weight_count() * bytes_per_weight),
-    }
-    tmp = directory / "kernel.json.tmp"
-    tmp.write_text(json.dumps(record, indent=1))
-    tmp.replace(directory / "kernel.json")
 
 
 def env_seed(config: ExperimentConfig, actor_id: int, env_index: int) -> int:
@@ -300,15 +263,3 @@ may hold them once the learner has stopped: then they are dropped)."""
 def _drop_forever(retired: queue.SimpleQueue) -> None:
     while True:
         retired.get()  # the result is dropped at once: the object's __del__ runs on this thread
-
-
-def greedy_episode(env, policy: QuantizedPolicy, discrete: bool) -> float:
-    """Return of one episode acting greedily (no exploration) with ``policy``."""
-    timestep = env.reset()
-    total = 0.0
-    while not timestep.last():
-        out = policy(timestep.observation)
-        action = np.int32(np.argmax(out)) if discrete else out.reshape(-1).astype(np.float32)
-        timestep = env.step(action)
-        total += float(timestep.reward or 0.0)
-    return total

@@ -32,8 +32,8 @@ from actorq.replay import (
     connect,
     experience_inserts,
 )
-from actorq.roles.actor import build_policy, greedy_episode
 from actorq.roles.common import Periodic, RoleBase
+from actorq.roles.policy import build_policy, greedy_episode
 
 log = logging.getLogger(__name__)
 

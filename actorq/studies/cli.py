@@ -174,8 +174,8 @@ def cmd_qat(a: argparse.Namespace) -> int:
 
 
 def cmd_weights(a: argparse.Namespace) -> int:
-    from actorq.quantize.torch_modules import QuantScheme
     from actorq.studies import weights
+    from actorq.studies.torch_fake_quant import QuantScheme
 
     try:
         scheme = QuantScheme.parse(a.bits, per_channel_linear=a.per_channel_linear)

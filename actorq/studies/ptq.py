@@ -1,7 +1,7 @@
 """Post-training quantization sweeps (QuaRL Table 2 and the sweet-spot figure).
 
 For each precision the policy's fp32 weights are restored, every Linear/Conv weight of the deployed networks
-is quantized in place (:func:`actorq.quantize.torch_modules.ptq_quantize_`), optionally the input activation
+is quantized in place (:func:`actorq.studies.torch_fake_quant.ptq_quantize_`), optionally the input activation
 of every layer is fake-quantized with ranges calibrated on recorded observations, and the policy is evaluated
 deterministically on the same env seeds as its fp32 original. Outputs: ``ptq.csv``, ``ptq.json`` (rows and
 the per-layer report), ``ptq_table.md`` and ``sweet_spot.png``.
@@ -20,8 +20,8 @@ import numpy as np
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from actorq.quantize import torch_modules as tq
 from actorq.studies import envs, plots, zoo
+from actorq.studies import torch_fake_quant as tq
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Quantization-aware training of SB3 policies, and the QAT vs PTQ vs fp32 comparison (QuaRL Fig. 1).
 
 Every Linear/Conv of the deployed networks (and of their target copies) is replaced by a
-:class:`~actorq.quantize.torch_modules.QuantLayer` *before* training: weights are fake-quantized with the
+:class:`~actorq.studies.torch_fake_quant.QuantLayer` *before* training: weights are fake-quantized with the
 PTQ scheme, input activations with EMA-tracked asymmetric ranges, and gradients flow through a
 straight-through estimator into the same fp32 master parameters the SB3 optimizer owns. Quantization is
 switched on at step ``quant_delay`` (ranges are observed from the start, as TF's ``quant_delay`` did). After
@@ -21,8 +21,8 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
-from actorq.quantize import torch_modules as tq
 from actorq.studies import envs, plots, ptq, zoo
+from actorq.studies import torch_fake_quant as tq
 
 logger = logging.getLogger(__name__)
 

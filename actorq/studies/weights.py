@@ -1,6 +1,6 @@
 """Weight distributions and quantization error per layer (QuaRL Figs. 2 and 3).
 
-Uses exactly the PTQ scheme (:class:`~actorq.quantize.torch_modules.QuantScheme`, same per-channel rules) on
+Uses exactly the PTQ scheme (:class:`~actorq.studies.torch_fake_quant.QuantScheme`, same per-channel rules) on
 the same deployed networks, so the grid drawn over each histogram is the grid PTQ rounds to.
 """
 
@@ -16,8 +16,8 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 from actorq.quantize import affine
-from actorq.quantize import torch_modules as tq
 from actorq.studies import plots, zoo
+from actorq.studies import torch_fake_quant as tq
 
 logger = logging.getLogger(__name__)
 

@@ -41,12 +41,13 @@ def rate(run_dir: Path, role: str, key: str, start: float, end: float) -> float:
 
 
 def role_pid(launcher_pid: int, label: str) -> int | None:
-    """Pid of the live role process ``label`` (``replay``, ``actor_0``, ...) among the launcher's children."""
+    """Pid of the live role process ``label`` (``replay``, ``actor_0``, ...) among the launcher's children (the local
+    launcher starts each as ``python -m actorq.roles NAME ...``)."""
     role, _, index = label.partition("_")
     for child in psutil.Process(launcher_pid).children():
         try:
             argv = child.cmdline()
-            if child.status() == psutil.STATUS_ZOMBIE or "role" not in argv or role not in argv:
+            if child.status() == psutil.STATUS_ZOMBIE or "actorq.roles" not in argv or role not in argv:
                 continue
         except psutil.Error:
             continue

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from actorq.config import save_config
-from launch.experiment import plan_runs, run_finished
+from actorq.launchers.orchestration import plan_runs, run_finished
 from tests.conftest import tiny_config
 from tests.waiting import wait_until
 
@@ -32,7 +32,7 @@ def test_plan_interleaves_precisions_in_a_latin_square():
     assert [r.name for r in runs] == [
         "fp32-s0", "fp16-s0", "int8-s0", "fp16-s1", "int8-s1", "fp32-s1", "int8-s2", "fp32-s2", "fp16-s2",
     ]  # fmt: skip
-    firsts = [runs[i].precision for i in (0, 3, 6)]
+    firsts = [runs[i].label for i in (0, 3, 6)]
     assert sorted(firsts) == ["fp16", "fp32", "int8"]  # no precision always goes first
 
 

@@ -4,11 +4,14 @@ evaluations reported, everything shut down."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
+import time
 
 import pytest
 
-from launch.inprocess import run_inprocess
+from actorq.launchers.inprocess import run_inprocess
 from tests.conftest import tiny_config
 
 pytestmark = pytest.mark.integration
@@ -55,3 +58,32 @@ def test_insecure_weights_run_unsigned_and_every_actor_says_so(tmp_path, caplog)
     assert not (tmp_path / "secrets").exists()
     for i in range(config.actor.num_actors):
         assert f"actor {i} ACCEPTS UNSIGNED WEIGHTS" in caplog.text
+
+
+def test_sigterm_stops_the_learner_first_and_writes_the_summary(tmp_path):
+    """SIGTERM to the process: the run ends as interrupted (130), the learner's thread ends before any other role's,
+    no role thread is left, and CPU time is recorded like the other launchers do."""
+    config = tiny_config("dqn", max_actor_steps=10**7, max_minutes=3)
+    learner_rows = tmp_path / "learner" / "metrics.csv"
+    sent = threading.Event()
+
+    def send_sigterm_once_the_learner_steps():
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            if learner_rows.exists() and len(learner_rows.read_text().splitlines()) >= 2:
+                sent.set()
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.2)  # polling a file for a condition, bounded by the deadline above
+
+    killer = threading.Thread(target=send_sigterm_once_the_learner_steps, daemon=True)
+    killer.start()
+    code = run_inprocess(config, tmp_path, quiet=True, poll_s=0.2)
+    killer.join(timeout=5)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert sent.is_set(), "the learner wrote no metrics row in 150 s"
+    assert code == 130 and summary["exit"] == "interrupted", summary.get("errors")
+    order = summary["role_end_order"]
+    assert order[0] == "learner" and set(order) == {"learner", "quantizer", "actor_0", "actor_1", "evaluator"}
+    assert summary["threads_alive_after_stop"] == []
+    assert summary["energy"]["launcher_cpu_seconds"] > 0

@@ -65,6 +65,7 @@ def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["exit"] == "max_actor_steps" and summary["launcher"] == launcher
+    assert summary["energy"]["roles_cpu_seconds"] > 0  # every launcher records the CPU time of its roles
     assert summary["weights_signing"]["scheme"] == "hmac-sha256" and summary["rejected_messages"] == 0
     assert summary["learner_steps"] > 0 and summary["actor_steps"] >= 800
     assert summary["min_broadcasts_received"] >= 1 and summary["evaluations"] >= 1

@@ -56,7 +56,7 @@ def test_worker_image_installs_the_lock():
     assert re.search(r"pip install [^&]*-r requirements\.lock", runs)
     assert "pip install --no-cache-dir --no-deps -e ." in runs
     copied = {arg.split()[0] for op, arg in ins if op == "COPY"}
-    assert {"actorq", "launch", "configs", "requirements.lock"} <= copied
+    assert {"actorq", "configs", "requirements.lock"} <= copied
     assert ins[-1] == ("ENTRYPOINT", '["actorq", "role"]')
 
 

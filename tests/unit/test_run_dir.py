@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import actorq.cli as cli
-import launch.local
+import actorq.launchers.local
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "configs/dqn/gym_cartpole.yaml")
@@ -35,7 +35,7 @@ class _NoLaunch:
 @pytest.fixture(autouse=True)
 def no_launch(monkeypatch):
     _NoLaunch.started = []
-    monkeypatch.setattr(launch.local, "LocalLauncher", _NoLaunch)
+    monkeypatch.setattr(actorq.launchers.local, "LocalLauncher", _NoLaunch)
 
 
 def _errors(capsys) -> list[str]:

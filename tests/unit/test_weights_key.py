@@ -11,6 +11,7 @@ import pytest
 
 from actorq.actors.actor import QuantizedActor
 from actorq.actors.policy import QuantizedPolicy
+from actorq.launchers.topology import role_command, topology
 from actorq.networks.mapping import torch_state_shapes
 from actorq.quantize.codec import encode_message
 from actorq.roles import build_role
@@ -25,7 +26,6 @@ from actorq.roles.weights_key import (
     resolve_weights_key,
     run_key_path,
 )
-from launch.topology import role_command, topology
 from tests.conftest import tiny_config
 from tests.messages import TEST_KEY
 

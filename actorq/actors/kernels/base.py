@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from actorq.config import ALGORITHMS
 from actorq.networks.torch_nets import D4PGPolicy, QNetwork, linear_prefixes, quantize_rows
 from actorq.quantize.message import EncodedTensor
 
@@ -59,8 +60,8 @@ class PolicySpec:
         threads: int = 1,
     ) -> PolicySpec:
         """A spec with the bounds broadcast to ``[out_dim]`` (default [-1, 1]) and validated."""
-        if algorithm not in ("d4pg", "dqn"):
-            raise ValueError(f"algorithm {algorithm!r} is not one of ('d4pg', 'dqn')")
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm {algorithm!r} is not one of {ALGORITHMS}")
         low = np.broadcast_to(np.asarray(-1.0 if action_low is None else action_low, np.float64), (out_dim,))
         high = np.broadcast_to(
             np.asarray(1.0 if action_high is None else action_high, np.float64), (out_dim,)

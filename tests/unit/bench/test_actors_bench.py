@@ -8,10 +8,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from actorq.bench import ablation, acme_baseline
+from actorq.bench import ablation
 from actorq.bench.actors import amdahl_notes, bench_config, block_order, reference_state, summarize
 from actorq.bench.pool import Variant, measure
-from actorq.types import BREAKDOWN_COMPONENTS, Timers
+from actorq.launchers.orchestration import plan_runs
+from actorq.timers import BREAKDOWN_COMPONENTS, Timers
 from tests.conftest import tiny_config
 
 FP32 = Variant("fp32", 32, 1000)
@@ -145,9 +146,17 @@ def test_ablation_gains_sentence():
 
 
 def test_acme_baseline_plan_rotates_systems():
-    assert acme_baseline.plan(["acme-fp32", "fp32", "int8"], [0, 1]) == [
-        ("acme-fp32", 0), ("fp32", 0), ("int8", 0), ("fp32", 1), ("int8", 1), ("acme-fp32", 1),
-    ]  # fmt: skip
+    runs = plan_runs(
+        ["acme-fp32", "fp32", "int8"], [0, 1]
+    )  # the Acme baseline plans with actorq experiment's plan
+    assert [r.name for r in runs] == [
+        "acme-fp32-s0",
+        "fp32-s0",
+        "int8-s0",
+        "fp32-s1",
+        "int8-s1",
+        "acme-fp32-s1",
+    ]
 
 
 def test_summary_compares_each_env_count_with_fp32_at_the_same_count_and_with_one_env():

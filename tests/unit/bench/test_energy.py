@@ -1,4 +1,4 @@
-"""launch/energy.py: CPU time of the processes a run starts, and codecarbon that may fail without harm."""
+"""actorq/launchers/energy.py: CPU time of the processes a run starts, and codecarbon that may fail without harm."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
+from actorq.launchers import energy as energy_mod
+from actorq.launchers.energy import EnergyMeter
 from actorq.metrics import read_metrics
-from launch import energy as energy_mod
-from launch.energy import EnergyMeter
 from tests.waiting import wait_until
 
 BUSY = "import time\nt = time.process_time()\nwhile time.process_time() - t < {cpu}: pass\n"

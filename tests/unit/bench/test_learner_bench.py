@@ -69,7 +69,7 @@ def test_learner_environment_sets_onednn_before_tensorflow(monkeypatch, caplog):
 
 
 def test_local_launcher_gives_only_the_learner_its_environment(tmp_path, monkeypatch):
-    import launch.local as local
+    import actorq.launchers.local as local
 
     config = tiny_config("dqn", **{"learner.onednn": True})
     launcher = local.LocalLauncher(config, tmp_path, tmp_path / "config.yaml", quiet=True)

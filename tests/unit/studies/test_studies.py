@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from actorq.quantize import torch_modules as tq
 from actorq.studies import cli, deploy, envs, mixed_precision, ptq, qat, report, weights, zoo
+from actorq.studies import torch_fake_quant as tq
 
 ENV = "CartPole-v1"
 

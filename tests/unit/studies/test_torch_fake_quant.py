@@ -1,4 +1,4 @@
-"""actorq.quantize.torch_modules: PTQ of every layer, fake-quant parity with the numpy maths, STE."""
+"""actorq.studies.torch_fake_quant: PTQ of every layer, fake-quant parity with the numpy maths, STE."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from actorq.quantize import affine, floats
-from actorq.quantize import torch_modules as tq
+from actorq.studies import torch_fake_quant as tq
 
 
 def _net() -> nn.Module:

@@ -20,9 +20,10 @@ from pathlib import Path
 import psutil
 
 from actorq.config import ExperimentConfig
-from launch.local import EXIT_CODES, STOP_GRACE_S, LauncherBase
-from launch.monitor import RunMonitor, format_summary
-from launch.topology import topology
+from actorq.launchers.energy import EnergyMeter
+from actorq.launchers.local import EXIT_CODES, ROLE_STOP_GRACE_S, LauncherBase
+from actorq.launchers.monitor import RunMonitor, format_summary
+from actorq.launchers.topology import topology
 
 log = logging.getLogger(__name__)
 
@@ -115,39 +116,42 @@ class LaunchpadLauncher(LauncherBase):
             flags.FLAGS.mark_as_parsed()
         program = build_program(self.config, self.run_dir, self.config_path, self.port, self.weights_key_file)
         monitor = RunMonitor(self.config, self.run_dir)
-        manager = lp.launch(
-            program, launch_type=lp.LaunchType.LOCAL_MULTI_PROCESSING, terminal="current_terminal"
-        )
-        workers = self._workers(manager)
-        groups = list(workers)
-        monitor.started = time.time()
-        reason, failure, last_view = "role_failed", "", 0.0
-        try:
-            while True:
-                if manager.stop_event().is_set():
-                    reason = "interrupted"
-                    break
-                dead = self._dead_groups(manager, groups)
-                if dead:
-                    reason, failure = "role_failed", f"role process(es) ended: {', '.join(dead)}"
-                    break
-                stop = monitor.stop_reason()
-                if stop:
-                    reason = stop
-                    break
-                # Launchpad interleaves the roles' own output here, so the view is appended, not redrawn.
-                if not self.quiet and time.monotonic() - last_view >= 30.0:
-                    last_view = time.monotonic()
-                    sys.stdout.write(monitor.progress() + "\n\n")
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            reason = "interrupted"
-        finally:
-            wall = time.time() - monitor.started
-            self._stop(workers)
-            manager._disable_signals()  # noqa: SLF001  (we stopped the workers ourselves)
+        # Energy: CPU time of the node processes launchpad starts (our descendants) plus codecarbon, as local does.
+        with EnergyMeter(self.run_dir) as energy:
+            manager = lp.launch(
+                program, launch_type=lp.LaunchType.LOCAL_MULTI_PROCESSING, terminal="current_terminal"
+            )
+            workers = self._workers(manager)
+            groups = list(workers)
+            monitor.started = time.time()
+            reason, failure, last_view = "role_failed", "", 0.0
+            try:
+                while True:
+                    if manager.stop_event().is_set():
+                        reason = "interrupted"
+                        break
+                    dead = self._dead_groups(manager, groups)
+                    if dead:
+                        reason, failure = "role_failed", f"role process(es) ended: {', '.join(dead)}"
+                        break
+                    stop = monitor.stop_reason()
+                    if stop:
+                        reason = stop
+                        break
+                    # Launchpad interleaves the roles' own output here, so the view is appended, not redrawn.
+                    if not self.quiet and time.monotonic() - last_view >= 30.0:
+                        last_view = time.monotonic()
+                        sys.stdout.write(monitor.progress() + "\n\n")
+                    time.sleep(0.5)
+            except KeyboardInterrupt:
+                reason = "interrupted"
+            finally:
+                wall = time.time() - monitor.started
+                self._stop(workers)
+                manager._disable_signals()  # noqa: SLF001  (we stopped the workers ourselves)
         extra = {"launcher": "launchpad", "replay_address": self.address}
         extra["weights_signing"] = self.weights_signing
+        extra["energy"] = energy.summary()
         if failure:
             extra["failure"] = failure
         summary = monitor.write_summary(reason, wall_seconds=wall, extra=extra)
@@ -164,7 +168,7 @@ def _alive(proc: psutil.Process) -> bool:
 
 
 def _terminate_trees(processes: list[psutil.Process]) -> None:
-    """SIGTERM ``processes`` and their descendants, wait up to STOP_GRACE_S, then SIGKILL what is left."""
+    """SIGTERM ``processes`` and their descendants, wait up to ROLE_STOP_GRACE_S, then SIGKILL what is left."""
     tree: list[psutil.Process] = []
     for proc in processes:
         with contextlib.suppress(psutil.NoSuchProcess):
@@ -173,7 +177,7 @@ def _terminate_trees(processes: list[psutil.Process]) -> None:
     for proc in tree:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.terminate()
-    _, alive = psutil.wait_procs(tree, timeout=STOP_GRACE_S)
+    _, alive = psutil.wait_procs(tree, timeout=ROLE_STOP_GRACE_S)
     for proc in alive:
         log.warning("pid %d ignored SIGTERM; killing it", proc.pid)
         with contextlib.suppress(psutil.NoSuchProcess):

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from actorq.quantize.torch_modules.fake_quant import QuantLayer
-from actorq.quantize.torch_modules.scheme import QUANT_LAYER_TYPES, QuantScheme, quantize_array, to_numpy
+from actorq.studies.torch_fake_quant.fake_quant import QuantLayer
+from actorq.studies.torch_fake_quant.scheme import QUANT_LAYER_TYPES, QuantScheme, quantize_array, to_numpy
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from actorq.quantize import affine
-from actorq.quantize.torch_modules.scheme import QUANT_LAYER_TYPES, QuantScheme, quantize_array, to_numpy
+from actorq.studies.torch_fake_quant.scheme import QUANT_LAYER_TYPES, QuantScheme, quantize_array, to_numpy
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Energy and CPU time of one run: the context manager the local launcher wraps every run in.
+"""Energy and CPU time of one run: the context manager every launcher (local, launchpad, in-process) wraps a run in.
 
 Two measurements, both returned by :meth:`EnergyMeter.summary` (the launcher puts it in ``summary.json`` under
 ``"energy"``); models built on them (watts per core, carbon intensity) live in the report, not here:

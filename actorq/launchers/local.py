@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
+from actorq.launchers.energy import EnergyMeter
+from actorq.launchers.monitor import RunMonitor, format_summary
+from actorq.launchers.topology import RoleSpec, role_command, topology
 from actorq.roles.common import learner_environment
 from actorq.roles.weights_key import describe, ensure_run_key, load_key_file
-from launch.energy import EnergyMeter
-from launch.monitor import RunMonitor, format_summary
-from launch.topology import RoleSpec, role_command, topology
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,9 @@ log = logging.getLogger(__name__)
 # ride it out: Reverb's writers and the learner's dataset reconnect by themselves, actors and quantizer retry.
 RESTARTABLE = ("replay", "actor", "quantizer", "evaluator")
 MAX_RESTARTS = 5
-STOP_GRACE_S = 8.0
+ROLE_STOP_GRACE_S = 8.0
+"""How long a role may take to exit after SIGTERM (flush metrics, final checkpoint) before it is SIGKILLed; the
+launchers stop roles in two phases (the learner, then the rest), so a run stops within about twice this."""
 
 EXIT_CODES = {"target": 0, "max_minutes": 0, "max_actor_steps": 0, "role_failed": 1, "interrupted": 130}
 
@@ -185,11 +187,11 @@ class LocalLauncher(LauncherBase):
 
     @staticmethod
     def _stop_children(children: list[Child]) -> None:
-        """SIGTERM each live child of ``children``, wait up to STOP_GRACE_S for all of them, SIGKILL the rest."""
+        """SIGTERM each live child of ``children``, wait up to ROLE_STOP_GRACE_S for all of them, SIGKILL the rest."""
         for child in children:
             if child.process and child.process.poll() is None:
                 child.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
+        deadline = time.monotonic() + ROLE_STOP_GRACE_S
         for child in children:
             if child.process is None:
                 continue

@@ -1,4 +1,4 @@
-"""Records that cross module boundaries: timings and per-step metric rows."""
+"""Timing of the actor's runtime: per-component wall-time accumulators and the components' names."""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ def role_command(
     ``weights_key_file``: the run's key file, passed to every role that signs or verifies weights; None runs them
     with ``--insecure-weights``.
     """
-    cmd = [python or sys.executable, "-m", "actorq.cli", "role", spec.role, "--config", str(config_path)]
+    cmd = [python or sys.executable, "-m", "actorq.roles", spec.role, "--config", str(config_path)]
     cmd += ["--run-dir", str(run_dir)]
     if spec.role == "replay":
         cmd += ["--port", str(port)]

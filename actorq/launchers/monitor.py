@@ -13,7 +13,7 @@ from statistics import mean
 
 from actorq.config import ExperimentConfig
 from actorq.metrics import json_safe, read_metrics
-from actorq.types import BREAKDOWN_COMPONENTS
+from actorq.timers import BREAKDOWN_COMPONENTS
 
 
 def _last(rows: list[dict], key: str, default=None):

@@ -1,6 +1,8 @@
-"""PyTorch glue for quantization: post-training quantization of every weight layer and fake-quant modules.
+"""PyTorch fake quantization for the QuaRL studies: post-training quantization of every weight layer and
+fake-quant modules.
 
-This is the only package of ``actorq.quantize`` that imports torch. The numbers always come from the numpy
+It lives with its only users, the studies (PTQ, QAT, weight plots); :mod:`actorq.quantize` stays pure numpy. The
+numbers always come from the numpy
 maths in :mod:`actorq.quantize.affine` / :mod:`actorq.quantize.floats`, so a weight quantized here is
 bit-for-bit the weight the rest of ActorQ would produce for the same scheme.
 
@@ -11,7 +13,7 @@ bit-for-bit the weight the rest of ActorQ would produce for the same scheme.
   estimator for QAT and activation PTQ.
 """
 
-from actorq.quantize.torch_modules.fake_quant import (
+from actorq.studies.torch_fake_quant.fake_quant import (
     QuantLayer,
     activation_ranges,
     fake_quant_activation,
@@ -22,8 +24,8 @@ from actorq.quantize.torch_modules.fake_quant import (
     unwrap_quant_layers,
     wrap_quant_layers,
 )
-from actorq.quantize.torch_modules.ptq import LayerReport, ptq_quantize_
-from actorq.quantize.torch_modules.scheme import (
+from actorq.studies.torch_fake_quant.ptq import LayerReport, ptq_quantize_
+from actorq.studies.torch_fake_quant.scheme import (
     FLOAT_PRECISIONS,
     QUANT_LAYER_TYPES,
     QuantScheme,

@@ -1,0 +1,179 @@
+"""``actorq experiment``: the same task once per actor precision and seed, one ``actorq train`` at a time.
+
+The plan, what a finished run is, where unfinished ones go and how a run is started and interrupted are
+:mod:`actorq.launchers.orchestration`'s (shared with the Acme baseline bench): precisions rotated per seed, runs
+``OUT/<P>-s<S>`` started as ``python -m actorq.launchers.train CONFIG [overrides] --precision P --seed S
+--run-dir OUT/<P>-s<S> --quiet`` with console output in ``OUT/logs/<P>-s<S>.log``; Ctrl-C or SIGTERM is forwarded
+to the run (its launcher stops its roles and writes ``summary.json`` with ``exit: interrupted``) and the experiment
+stops with status 130. Rerunning the same command skips finished runs and starts unfinished ones again from
+scratch (the old directory moved to ``OUT/_incomplete/``). ``OUT/experiment.json`` records the plan, the command of
+every run, and its outcome.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from actorq.config import load_config, replace
+from actorq.launchers.orchestration import (
+    EXIT_INTERRUPTED,
+    LOGS_DIR,
+    PlannedRun,
+    RunProcess,
+    add_plan_arguments,
+    check_plan_arguments,
+    plan_runs,
+    run_finished,
+    set_aside,
+    train_command,
+)
+
+log = logging.getLogger(__name__)
+
+
+def run_command(args: argparse.Namespace, run: PlannedRun, run_dir: Path) -> list[str]:
+    """The ``actorq train`` argv of one run of this experiment."""
+    return train_command(
+        args.config,
+        args.overrides,
+        run,
+        run_dir,
+        actors=args.actors,
+        max_minutes=args.max_minutes,
+        max_actor_steps=args.max_actor_steps,
+    )
+
+
+class Experiment:
+    """Runs a plan one subprocess at a time; ``run()`` returns the exit status."""
+
+    def __init__(self, args: argparse.Namespace, runs: list[PlannedRun]):
+        self.args = args
+        self.out = Path(args.out)
+        self.runs = runs
+        self.process = RunProcess()
+        self.record_path = self.out / "experiment.json"
+        self.record: dict[str, Any] = self._load_record()
+
+    def _load_record(self) -> dict[str, Any]:
+        try:
+            record = json.loads(self.record_path.read_text())
+        except (OSError, ValueError):
+            record = {}
+        record.update(
+            config=str(self.args.config),
+            overrides=list(self.args.overrides),
+            precisions=self.args.precisions,
+            seeds=self.args.seed_list,
+            order=[r.name for r in self.runs],
+        )
+        record.setdefault("runs", {})
+        return record
+
+    def _save(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        tmp = self.record_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.record, indent=1))
+        tmp.replace(self.record_path)
+
+    def _run_one(self, index: int, run: PlannedRun) -> int:
+        run_dir = self.out / run.name
+        if run_dir.exists():
+            set_aside(self.out, run_dir)
+        cmd = run_command(self.args, run, run_dir)
+        entry = {"command": cmd, "started_at": time.time(), "order": index}
+        self.record["runs"][run.name] = entry
+        self._save()
+        sys.stdout.write(f"[{index + 1}/{len(self.runs)}] {run.name}: {' '.join(cmd[2:])}\n")
+        sys.stdout.flush()
+        # The run's console output goes beside its directory: `actorq train` wants a new run's directory empty.
+        code = self.process.run(cmd, self.out / LOGS_DIR / f"{run.name}.log")
+        entry.update(ended_at=time.time(), returncode=code, finished=run_finished(run_dir))
+        try:
+            summary = json.loads((run_dir / "summary.json").read_text())
+            entry.update(exit=summary.get("exit"), wall_seconds=summary.get("wall_seconds"))
+            best = summary.get("best_eval_return")
+        except (OSError, ValueError):
+            best = None
+        self._save()
+        sys.stdout.write(
+            f"    exit {entry.get('exit')} (status {code}) in {entry['ended_at'] - entry['started_at']:.0f}s; "
+            f"best eval return {best}\n"
+        )
+        sys.stdout.flush()
+        return code
+
+    def run(self) -> int:
+        self.out.mkdir(parents=True, exist_ok=True)
+        todo = [(i, r) for i, r in enumerate(self.runs) if not run_finished(self.out / r.name)]
+        done = len(self.runs) - len(todo)
+        if done:
+            sys.stdout.write(
+                f"{done} of {len(self.runs)} runs already finished in {self.out}: skipping them\n"
+            )
+        minutes = self.args.max_minutes if self.args.max_minutes is not None else self.args.config_max_minutes
+        if todo and minutes:  # + ~1 min per run to start and stop its processes
+            hours = len(todo) * (minutes + 1.0) / 60
+            sys.stdout.write(
+                f"{len(todo)} runs to go: at most ~{hours:.1f} h ({minutes:g} min budget each)\n"
+            )
+        self._save()
+        failed = []
+        with self.process:
+            for index, run in todo:
+                if self.process.interrupted:
+                    break
+                code = self._run_one(index, run)
+                if self.process.interrupted:
+                    break
+                if not run_finished(self.out / run.name):
+                    failed.append(run.name)
+                    log.error(
+                        "run %s did not finish (status %d); see %s", run.name, code, self.out / run.name
+                    )
+        if self.process.interrupted:
+            sys.stdout.write(f"interrupted: rerun the same command to resume ({self.out})\n")
+            return EXIT_INTERRUPTED
+        sys.stdout.write(
+            f"experiment done: {len(self.runs) - len(failed)}/{len(self.runs)} runs finished in {self.out}; "
+            f"report: actorq report {self.out} --out {self.out}/report\n"
+        )
+        return 1 if failed else 0
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    """Validate everything first (no process starts on bad input), then run the plan."""
+    from actorq.envs import validate_task
+
+    args.precisions = check_plan_arguments(args)
+    args.seed_list = list(range(args.first_seed, args.first_seed + args.seeds))
+    config = load_config(args.config, args.overrides)
+    args.config_max_minutes = config.max_minutes
+    for precision in args.precisions:  # every run's config must be valid before the first starts
+        validate_task(replace(config, **{"actor.precision": precision}).env)
+    runs = plan_runs(args.precisions, args.seed_list)
+    if args.dry_run:
+        for run in runs:
+            sys.stdout.write(" ".join(run_command(args, run, Path(args.out) / run.name)) + "\n")
+        return 0
+    return Experiment(args, runs).run()
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``experiment`` on the top-level ``actorq`` subparsers; ``func`` runs it."""
+    parser = subparsers.add_parser(
+        "experiment",
+        help="train once per precision and seed, interleaved and resumable",
+        description=__doc__.split("\n\n")[0],
+    )
+    add_plan_arguments(parser, precisions="fp32,fp16,int8", seeds=3, seeds_note="3")
+    parser.add_argument("--out", required=True, help="experiment directory (one run directory per run)")
+    parser.add_argument("--dry-run", action="store_true", help="print the runs' commands in order and exit")
+    parser.set_defaults(func=cmd_experiment)
+    return parser

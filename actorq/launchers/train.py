@@ -1,0 +1,182 @@
+"""``actorq train`` (also ``python -m actorq.launchers.train``): resolve a run's config and start its launcher.
+
+The config comes from a YAML file (or a resumed run's ``RUN_DIR/config.yaml``), then ``section.key=value``
+overrides, then flags; it is validated before any process starts. The run directory must be new or empty (or the
+resumed run's own). ``actorq experiment`` and ``actorq bench acme-baseline`` start each run as
+``python -m actorq.launchers.train ...``, the same command as ``actorq train ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from actorq.config import COMM_BITS, LAUNCHERS, PRECISIONS, load_config, replace, save_config
+from actorq.roles.cli import user_errors
+from actorq.usage import CliError, module_main
+
+log = logging.getLogger(__name__)
+
+
+def _train_overrides(args: argparse.Namespace) -> dict:
+    changes = {}
+    if args.precision:
+        changes["actor.precision"] = args.precision
+    if args.comm_bits is not None:
+        changes["quantizer.comm_bits"] = args.comm_bits
+    if args.actors is not None:
+        changes["actor.num_actors"] = args.actors
+    if args.launcher:
+        changes["launcher"] = args.launcher
+    if args.max_minutes is not None:
+        changes["max_minutes"] = args.max_minutes
+    if args.max_actor_steps is not None:
+        changes["max_actor_steps"] = args.max_actor_steps
+    if args.target_return is not None:
+        changes["target_return"] = args.target_return
+    if args.seed is not None:
+        changes["seed"] = args.seed
+    return changes
+
+
+def check_new_run_dir(run_dir: Path) -> None:
+    """Refuse a run directory that already holds files: a new run would mix its metrics and checkpoints
+    with another run's (and the learner would silently restore that run's checkpoint)."""
+    try:
+        entries = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--run-dir {run_dir} cannot be read ({exc}): pick another --run-dir") from None
+    if run_dir.exists() and not run_dir.is_dir():
+        raise CliError(f"--run-dir {run_dir} is a file, not a directory: pick a new --run-dir")
+    if entries:
+        shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+        raise CliError(
+            f"--run-dir {run_dir} is not empty (holds {shown}): continue that run with "
+            f"'actorq train --resume {run_dir}', or pick a new or empty --run-dir (leave it out for a dated one)"
+        )
+
+
+def resolve_train_config(args: argparse.Namespace):
+    """The config a train command means: file (or a resumed run's), ``key=value`` overrides, then flags."""
+    from actorq.envs import validate_task
+
+    if args.resume:
+        run_dir = Path(args.resume)
+        if args.run_dir and os.path.abspath(args.run_dir) != os.path.abspath(run_dir):
+            raise CliError(
+                f"--resume {run_dir} continues that run in its own directory, but --run-dir {args.run_dir} "
+                f"names another: drop --run-dir, or pass --run-dir {run_dir}"
+            )
+        path = run_dir / "config.yaml"
+        if not path.is_file():
+            raise CliError(
+                f"--resume {run_dir}: no config.yaml there; pass the RUN_DIR of an earlier actorq train"
+            )
+    else:
+        if not args.config:
+            raise CliError(
+                "train needs a CONFIG file (e.g. configs/dqn/gym_cartpole.yaml) or --resume RUN_DIR"
+            )
+        path = Path(args.config)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / f"{path.stem}-{stamp}"
+        check_new_run_dir(run_dir)
+    config = load_config(path, args.overrides)
+    config = replace(config, **_train_overrides(args))
+    validate_task(config.env)
+    return config, run_dir
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Resolve and save the config, then run the configured launcher; returns its exit status."""
+    config, run_dir = resolve_train_config(args)
+    if config.launcher == "launchpad" and config.learner.jit_optimizer:
+        # In Launchpad's node processes TF 2.8 cannot run an XLA-compiled function nested in the learner's step
+        # ("Can't find a function ... _XlaMustCompile"); the local launcher runs the same roles without this.
+        log.warning(
+            "launchpad launcher: learner.jit_optimizer turned off (XLA nested in tf.function fails there)"
+        )
+        config = replace(config, **{"learner.jit_optimizer": False})
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path = run_dir / "config.yaml"
+    save_config(config, config_path)
+    sys.stdout.write(f"run directory: {run_dir}\n")
+    insecure = args.insecure_weights
+    if config.launcher == "local":
+        from actorq.launchers.local import LocalLauncher
+
+        return LocalLauncher(config, run_dir, config_path, quiet=args.quiet, insecure_weights=insecure).run()
+    if config.launcher == "launchpad":
+        from actorq.launchers.launchpad_launcher import LaunchpadLauncher
+
+        return LaunchpadLauncher(
+            config, run_dir, config_path, quiet=args.quiet, insecure_weights=insecure
+        ).run()
+    from actorq.launchers.inprocess import run_inprocess
+
+    return run_inprocess(config, run_dir, quiet=args.quiet, insecure_weights=insecure)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The train command's arguments (shared by ``actorq train`` and ``python -m actorq.launchers.train``)."""
+    parser.add_argument("config", nargs="?", help="YAML config, e.g. configs/d4pg/dmc_cartpole_balance.yaml")
+    parser.add_argument(
+        "overrides", nargs="*", help="section.key=value overrides, e.g. learner.batch_size=128"
+    )
+    parser.add_argument(
+        "--precision",
+        choices=(*PRECISIONS, "auto"),
+        help="actor inference precision (auto: the fastest that verifies against fp32 on this machine)",
+    )
+    parser.add_argument(
+        "--comm-bits", type=int, choices=COMM_BITS, help="bits per weight on the wire (quantizer.comm_bits)"
+    )
+    parser.add_argument("--actors", type=int, help="number of actor processes (actor.num_actors)")
+    parser.add_argument(
+        "--launcher", choices=LAUNCHERS, help="how roles run: local subprocesses, launchpad, or threads"
+    )
+    parser.add_argument(
+        "--run-dir", help="new or empty directory for the run (default runs/<config>-<date>-<time>)"
+    )
+    parser.add_argument("--max-minutes", type=float, help="wall-clock budget of the run (max_minutes)")
+    parser.add_argument(
+        "--max-actor-steps", type=int, help="stop after this many env steps (max_actor_steps)"
+    )
+    parser.add_argument(
+        "--target-return", type=float, help="stop when the evaluator's return reaches this (target_return)"
+    )
+    parser.add_argument("--seed", type=int, help="the run's seed (seed)")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    parser.add_argument("--quiet", action="store_true", help="no live progress view")
+    parser.add_argument(
+        "--insecure-weights",
+        action="store_true",
+        help="no weights key: unsigned weight messages, which anyone who reaches the replay port can forge",
+    )
+    parser.set_defaults(func=cmd_train)
+    return parser
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``train`` on the top-level ``actorq`` subparsers."""
+    return add_arguments(
+        subparsers.add_parser(
+            "train", help="train with quantized actors (learner, quantizer, actors, evaluator)"
+        )
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m actorq.launchers.train ...``: the same command as ``actorq train ...``."""
+    return module_main(
+        add_arguments, "python -m actorq.launchers.train", __doc__.split("\n")[0], argv, user_errors()
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""The policy a role acts with: built for the run's task and network, its kernel recorded, greedy episodes.
+
+Shared by the actor role (exploring, feeding replay) and the evaluator (greedy returns of the fp32 and the
+quantized policy).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from actorq.actors.policy import QuantizedPolicy
+from actorq.config import ExperimentConfig
+from actorq.envs import environment_spec
+from actorq.hardware import hardware_record
+
+
+def build_policy(config: ExperimentConfig, precision: str | None = None, batch: int = 1) -> QuantizedPolicy:
+    """The torch policy for this experiment's task and network at ``precision`` (default: the actor's).
+
+    The kernel is verified and timed on this machine at ``batch`` rows per forward (an actor passes its
+    ``actor.envs_per_actor``) (``actor.kernel``, default auto; see :mod:`actorq.actors.kernels`); a different
+    ``precision`` than the actor's always uses auto.
+    """
+    spec = environment_spec(config.env)
+    own = precision is None or precision == config.actor.precision
+    return QuantizedPolicy(
+        algorithm=config.algorithm,
+        obs_dim=spec.obs_dim,
+        out_dim=spec.num_actions,
+        layers=tuple(config.network.policy_layers),
+        precision=precision or config.actor.precision,
+        action_low=spec.action_low,
+        action_high=spec.action_high,
+        threads=config.actor.threads,
+        kernel=(config.actor.kernel or "auto") if own else "auto",
+        batch=batch,
+    )
+
+
+def write_kernel_record(directory: Path, policy: QuantizedPolicy) -> None:
+    """``kernel.json`` in a role's directory: the kernel choice, its error and time, rejections, and the CPU."""
+    bytes_per_weight = {"fp32": 4, "fp16": 2, "int8": 1}[policy.precision]
+    record = {
+        **policy.selection.to_json(),
+        "hardware": hardware_record(weight_bytes=policy.spec.weight_count() * bytes_per_weight),
+    }
+    tmp = directory / "kernel.json.tmp"
+    tmp.write_text(json.dumps(record, indent=1))
+    tmp.replace(directory / "kernel.json")
+
+
+def greedy_episode(env, policy: QuantizedPolicy, discrete: bool) -> float:
+    """Return of one episode acting greedily (no exploration) with ``policy``."""
+    timestep = env.reset()
+    total = 0.0
+    while not timestep.last():
+        out = policy(timestep.observation)
+        action = np.int32(np.argmax(out)) if discrete else out.reshape(-1).astype(np.float32)
+        timestep = env.step(action)
+        total += float(timestep.reward or 0.0)
+    return total
