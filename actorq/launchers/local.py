@@ -17,6 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from actorq.config import ExperimentConfig
 from actorq.launchers.energy import EnergyMeter
@@ -92,15 +93,9 @@ class LauncherBase:
 class LocalLauncher(LauncherBase):
     """Runs one experiment as local subprocesses; ``run()`` returns the exit status."""
 
-    def __init__(
-        self,
-        config: ExperimentConfig,
-        run_dir: str | Path,
-        config_path: str | Path,
-        quiet: bool = False,
-        insecure_weights: bool = False,
-    ):
-        super().__init__(config, run_dir, config_path, quiet, insecure_weights)
+    def __init__(self, *args: Any, **kwargs: Any):
+        """Takes :class:`LauncherBase`'s arguments."""
+        super().__init__(*args, **kwargs)
         self.children: list[Child] = []
         self._interrupted = False
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,8 @@ import json
 import logging
 import os
 import re
+import signal
+import subprocess
 from pathlib import Path
 
 import psutil
@@ -93,3 +95,17 @@ def alive(pids: list[int]) -> list[int]:
         except psutil.NoSuchProcess:
             pass
     return out
+
+
+def stop_owned(proc: subprocess.Popen, pids: list[int] | set[int]) -> None:
+    """SIGTERM the launcher ``proc`` (SIGKILL after 30 s), then SIGKILL what is left of ``pids``: only processes
+    this test started."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    for pid in alive(sorted(pids)):
+        os.kill(pid, signal.SIGKILL)

@@ -24,7 +24,7 @@ import pytest
 from actorq.config import save_config
 from actorq.quantize.signing import generate_key
 from tests.conftest import tiny_config
-from tests.faults._helpers import ROOT, alive, last, log_lines, role_pid, rows
+from tests.faults._helpers import ROOT, last, log_lines, role_pid, rows, stop_owned
 from tests.messages import rebuild, split
 from tests.waiting import wait_until
 
@@ -116,15 +116,7 @@ def run(tmp_path_factory):
         assert proc.poll() is None, (base / "launcher.out").read_text()[-2000:]
         yield run_dir, proc, started
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        for pid in alive(sorted(started)):  # only processes this run started
-            os.kill(pid, signal.SIGKILL)
+        stop_owned(proc, started)
 
 
 def test_forged_foreign_and_replayed_messages_are_rejected_by_live_actors(run):

@@ -33,6 +33,7 @@ from tests.faults._helpers import (
     record,
     role_pid,
     rows,
+    stop_owned,
     table_sizes,
 )
 from tests.waiting import wait_until
@@ -105,16 +106,7 @@ def _start_run(run_dir: Path) -> Run:
 
 
 def _stop_run(state: Run) -> None:
-    proc = state.proc
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-    for pid in alive(sorted(state.pids)):  # only processes this run started
-        os.kill(pid, signal.SIGKILL)
+    stop_owned(state.proc, state.pids)
 
 
 @pytest.fixture(scope="module")
