@@ -9,7 +9,7 @@ This is the only package that imports ``reverb`` (a test enforces it). Three tab
 - ``policy``: the newest quantized weight message (max size 1), read by every actor any number of times.
 """
 
-from actorq.replay.client import ReplayUnreachableError, connect, wait_for_server
+from actorq.replay.client import ReplayUnreachableError, wait_for_server
 from actorq.replay.tables import (
     EXPERIENCE_TABLE,
     LEARNER_WEIGHTS_TABLE,
@@ -27,7 +27,6 @@ __all__ = [
     "ReplayUnreachableError",
     "ReverbWeightPublisher",
     "ReverbWeightSubscriber",
-    "connect",
     "experience_inserts",
     "make_server",
     "make_tables",

@@ -46,9 +46,6 @@ def wait_for_server(address: str, timeout_s: float = 60.0, attempt_timeout_s: in
         delay = min(delay * 2, 5.0)
 
 
-connect = wait_for_server
-
-
 def new_client(address: str) -> reverb.Client:
     """A plain Reverb client (no connectivity check); for callers outside this package that need one."""
     return reverb.Client(address)

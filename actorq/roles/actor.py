@@ -24,7 +24,7 @@ from actorq.config import ExperimentConfig
 from actorq.envs import environment_spec, make_environment
 from actorq.metrics import read_metrics
 from actorq.quantize.signing import WeightsKey
-from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, connect
+from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, wait_for_server
 from actorq.replay.experience import make_adders
 from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
 from actorq.roles.policy import build_policy, write_kernel_record
@@ -58,7 +58,7 @@ class ActorRole(RoleBase):
         super().__init__(config, run_dir, index=actor_id)
         self.actor_id = actor_id
         self._address, self._connect_timeout_s = address, connect_timeout_s
-        client = connect(address, timeout_s=connect_timeout_s)
+        client = wait_for_server(address, timeout_s=connect_timeout_s)
         self.num_envs = config.actor.envs_per_actor
         seed = env_seed(config, actor_id, 0)
         self.envs = [
@@ -174,7 +174,8 @@ class ActorRole(RoleBase):
             type(exc).__name__,
             (str(exc).splitlines() or [""])[0],
         )
-        client = connect(self._address, timeout_s=self._connect_timeout_s)  # raises when the budget runs out
+        # raises when the budget runs out
+        client = wait_for_server(self._address, timeout_s=self._connect_timeout_s)
         if self._retired is None:
             self._retired = queue.SimpleQueue()
             threading.Thread(

@@ -29,8 +29,8 @@ from actorq.replay import (
     LEARNER_WEIGHTS_TABLE,
     POLICY_TABLE,
     ReverbWeightSubscriber,
-    connect,
     experience_inserts,
+    wait_for_server,
 )
 from actorq.roles.common import Periodic, RoleBase
 from actorq.roles.policy import build_policy, greedy_episode
@@ -57,7 +57,7 @@ class EvaluatorRole(RoleBase):
         self._key = weights_key
         if weights_key is None:
             log.warning("evaluator ACCEPTS UNSIGNED WEIGHTS (--insecure-weights)")
-        self._client = connect(address, timeout_s=connect_timeout_s)
+        self._client = wait_for_server(address, timeout_s=connect_timeout_s)
         self._learner_sub = ReverbWeightSubscriber(self._client, LEARNER_WEIGHTS_TABLE)
         self._policy_sub = ReverbWeightSubscriber(self._client, POLICY_TABLE)
         self._env = make_environment(config.env, seed=config.seed * 1000 + 999)

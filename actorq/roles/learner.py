@@ -19,7 +19,7 @@ from actorq.envs import make_environment
 from actorq.learners import configure_tensorflow, make_learner
 from actorq.quantize.codec import encode_message
 from actorq.quantize.signing import LEARNER_STREAM, WeightsKey
-from actorq.replay import LEARNER_WEIGHTS_TABLE, ReverbWeightPublisher, connect
+from actorq.replay import LEARNER_WEIGHTS_TABLE, ReverbWeightPublisher, wait_for_server
 from actorq.replay.tables import environment_spec_for
 from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
 
@@ -108,7 +108,7 @@ class LearnerRole(RoleBase):
             log.warning("learner PUBLISHES UNSIGNED WEIGHTS (--insecure-weights)")
         self.gpus = configure_tensorflow(config.learner.intra_op_threads, config.learner.inter_op_threads)
         log.info("learner devices: %s", self.gpus or "CPU only")
-        client = connect(address, timeout_s=connect_timeout_s)
+        client = wait_for_server(address, timeout_s=connect_timeout_s)
         env = make_environment(config.env, seed=config.seed)
         spec = environment_spec_for(env)
         env.close()

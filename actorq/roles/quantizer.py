@@ -26,7 +26,7 @@ from actorq.replay import (
     POLICY_TABLE,
     ReverbWeightPublisher,
     ReverbWeightSubscriber,
-    connect,
+    wait_for_server,
 )
 from actorq.roles.common import RoleBase, VersionRecord
 
@@ -58,7 +58,7 @@ class QuantizerRole(RoleBase):
             log.warning(
                 "quantizer PUBLISHES UNSIGNED WEIGHTS (--insecure-weights): actors can't tell them from forged ones"
             )
-        client = connect(address, timeout_s=connect_timeout_s)
+        client = wait_for_server(address, timeout_s=connect_timeout_s)
         self._outage_budget_s = connect_timeout_s
         self._failing_since: float | None = None
         self._failures = 0

@@ -38,9 +38,11 @@ class Attacker:
     """A Reverb client of the run's replay server, reading and writing its policy table."""
 
     def __init__(self, run_dir: Path):
-        from actorq.replay import POLICY_TABLE, ReverbWeightPublisher, ReverbWeightSubscriber, connect
+        from actorq.replay import POLICY_TABLE, ReverbWeightPublisher, ReverbWeightSubscriber, wait_for_server
 
-        client = connect(f"localhost:{(run_dir / 'replay' / 'port').read_text().strip()}", timeout_s=60)
+        client = wait_for_server(
+            f"localhost:{(run_dir / 'replay' / 'port').read_text().strip()}", timeout_s=60
+        )
         self._read = ReverbWeightSubscriber(client, POLICY_TABLE)
         self._write = ReverbWeightPublisher(client, POLICY_TABLE)
 

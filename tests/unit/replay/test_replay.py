@@ -15,8 +15,8 @@ from actorq.replay import (
     ReplayUnreachableError,
     ReverbWeightPublisher,
     ReverbWeightSubscriber,
-    connect,
     experience_inserts,
+    wait_for_server,
 )
 from tests.conftest import tiny_config
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.reverb
 
 def test_weight_tables_hold_only_the_newest_message(reverb_server):
     server = reverb_server(tiny_config())
-    client = connect(f"localhost:{server.port}", timeout_s=10)
+    client = wait_for_server(f"localhost:{server.port}", timeout_s=10)
     sub = ReverbWeightSubscriber(client, POLICY_TABLE, timeout_s=2)
     assert sub.latest() is None  # empty: returns at once instead of blocking
     pub = ReverbWeightPublisher(client, POLICY_TABLE)
@@ -43,7 +43,7 @@ def test_weight_tables_hold_only_the_newest_message(reverb_server):
 
 def test_publisher_rejects_non_codec_payloads(reverb_server):
     server = reverb_server(tiny_config())
-    pub = ReverbWeightPublisher(connect(f"localhost:{server.port}"), POLICY_TABLE)
+    pub = ReverbWeightPublisher(wait_for_server(f"localhost:{server.port}"), POLICY_TABLE)
     with pytest.raises(TypeError, match="uint8"):
         pub.publish(np.zeros(4, np.float32))
 
@@ -54,7 +54,7 @@ def test_adder_writes_nstep_transitions(reverb_server):
 
     config = tiny_config()
     server = reverb_server(config)
-    client = connect(f"localhost:{server.port}")
+    client = wait_for_server(f"localhost:{server.port}")
     adder = make_adder(client, config)
     env = make_environment(config.env, seed=0)
     ts = env.reset()
@@ -77,7 +77,7 @@ def test_adder_writes_nstep_transitions(reverb_server):
 def test_unreachable_address_fails_fast_with_a_clear_error():
     started = time.monotonic()
     with pytest.raises(ReplayUnreachableError, match="did not answer.*Check that the replay role is running"):
-        connect("localhost:1", timeout_s=2)
+        wait_for_server("localhost:1", timeout_s=2)
     assert time.monotonic() - started < 15
     with pytest.raises(ReplayUnreachableError, match="HOST:PORT"):
-        connect("nowhere", timeout_s=1)
+        wait_for_server("nowhere", timeout_s=1)
