@@ -16,6 +16,7 @@ import pytest
 from actorq.config import save_config
 from actorq.metrics import read_metrics
 from tests.conftest import tiny_config
+from tests.faults._helpers import alive
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,18 +122,8 @@ def test_signal_stops_every_role_and_writes_summary(tmp_path, sig):
     for role in ("replay", "learner", "quantizer", "actor_0", "actor_1"):
         assert read_metrics(run_dir / role / "metrics.csv")[-1]["time"] >= signalled, role
 
-    def survivors():
-        found = []
-        for pid in children:
-            try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    found.append(pid)
-            except psutil.NoSuchProcess:
-                pass
-        return found
-
     # The launcher has exited; its roles, already stopped, are only waiting to be reaped by init.
-    wait_until(lambda: not survivors(), 5, "every role to be gone once the launcher exited")
+    wait_until(lambda: not alive(children), 5, "every role to be gone once the launcher exited")
 
 
 def test_resume_continues_from_the_checkpoint(tmp_path):
