@@ -31,9 +31,8 @@ from actorq.actors.kernels.verify import (
     Check,
     KernelVerificationError,
     probe_inputs,
-    probe_tensors,
-    reference_outputs,
-    verify,
+    standard_probes,
+    verify_probes,
 )
 from actorq.hardware import cpu_fingerprint, cpu_summary
 from actorq.metrics import json_safe
@@ -236,14 +235,12 @@ def select_kernel(
         KernelVerificationError: The requested kernel, or every candidate, fails verification or is unavailable.
     """
     names = candidates_for(precision, requested)
-    x = probe_inputs(spec)
-    tensors = probe_tensors(spec)
-    ref = reference_outputs(spec, tensors, x)
+    probes = standard_probes(spec, batch)
     key = _cache_key(spec, precision, batch)
     if use_cache and requested == "auto" and (entry := _cache_read(key)) is not None:
         cached = _from_cache(entry)
         kernel = build_kernel(cached.kernel, spec)
-        check = verify(kernel, tensors, x, ref, batch)
+        check = verify_probes(kernel, probes, batch)
         if check.ok:
             cached.cached, cached.error, cached.detail = True, check.error, check.detail
             logger.info("%s", cached.describe())
@@ -266,7 +263,7 @@ def select_kernel(
         except Exception as exc:  # e.g. an engine that can't pack these shapes here
             check = Check(cls.name, False, float("inf"), f"failed to build: {type(exc).__name__}: {exc}")
         else:
-            check = verify(kernel, tensors, x, ref, batch)
+            check = verify_probes(kernel, probes, batch)
         selection.errors[cls.name] = check.error
         if check.ok:
             verified[cls.name] = (kernel, check)
@@ -282,7 +279,7 @@ def select_kernel(
             f"actor.precision=fp32."
         )
     if len(verified) > 1:
-        rows = np.ascontiguousarray(x[: max(batch, 1)])
+        rows = np.ascontiguousarray(probe_inputs(spec)[: max(batch, 1)])
         selection.timings_us = time_kernels([k for k, _ in verified.values()], rows, budget_s)
         selection.order = _choose(selection.timings_us, precision)
     else:

@@ -7,6 +7,15 @@ what exposes int16 saturation in int8 GEMMs on CPUs without VNNI; a learner's re
 which is why the same check runs again on the first real weight message
 (:meth:`actorq.actors.policy.QuantizedPolicy.prepare`).
 
+A second probe, the **saturation probe** (:func:`saturation_tensors`), is built so that an int8 GEMM whose
+int16 pair sums clip cannot hide within the bounds: every activation entering a hidden or head layer is the same
+positive value (so per-tensor quantization puts it on the top code of its grid: 255 for 8-bit u8, 127 for
+7-bit) and every weight code there is +127. Exact int32 accumulation computes this network exactly (constants are
+on the grid); a ``vpmaddubsw`` kernel fed 8-bit activations clips each pair sum ``2 * 255 * 127 = 64770`` to
+32767 and halves every such layer's output. The random probe alone let such a kernel pass on small DQN networks
+(measured on an AMD EPYC Zen 2, 2x256: ``int8/ort-s8`` at 4.9% Q error against a 10% bound, 18x the exact
+kernel's). A kernel must pass both probes.
+
 Bounds (what a correct kernel of each precision stays within; a wrong one, e.g. a saturating int8 GEMM, is far
 outside them):
 
@@ -79,6 +88,87 @@ def probe_tensors(spec: PolicySpec, seed: int = 0) -> dict[str, EncodedTensor]:
         tensors["norm.weight"] = EncodedTensor("norm.weight", (width,), "f32", norm_w, 32)
         tensors["norm.bias"] = EncodedTensor("norm.bias", (width,), "f32", norm_b, 32)
     return tensors
+
+
+SATURATION_HEAD_OUTPUT = 0.3
+"""The saturation probe's head output: inside tanh's near-linear range, so a halved input moves the action."""
+
+
+def saturation_tensors(spec: PolicySpec) -> dict[str, EncodedTensor]:
+    """A message whose int8 layers see constant top-of-grid activations and +127 codes (module docstring).
+
+    Layer 0 has zero weights and bias 1, so the next activation is ``tanh(1)`` (D4PG, after a LayerNorm whose
+    output is its bias 1 on a constant input) or ``relu(1) = 1`` (DQN), whatever the observation. Each later
+    hidden layer has codes +127 and per-row scale ``1 / (a * 127 * fan_in)`` for its constant input ``a``, so it
+    outputs 1 (and ``elu(1) = relu(1) = 1``); head row ``j`` outputs ``SATURATION_HEAD_OUTPUT * (j + 1) /
+    out_dim`` the same way.
+    """
+    widths = [spec.obs_dim, *spec.layers, spec.out_dim]
+    names = prefixes(spec)
+    tensors: dict[str, EncodedTensor] = {}
+    activation = float(np.tanh(1.0)) if spec.algorithm == "d4pg" else 1.0
+    for i, ((fan_in, fan_out), prefix) in enumerate(
+        zip(zip(widths[:-1], widths[1:], strict=False), names, strict=True)
+    ):
+        if i == 0:
+            codes = np.zeros((fan_out, fan_in), np.int8)
+            scale = np.ones(fan_out, np.float32)
+            bias = np.ones(fan_out, np.float32)
+        else:
+            codes = np.full((fan_out, fan_in), 127, np.int8)
+            target = np.ones(fan_out, np.float64)
+            if prefix == names[-1]:
+                target = SATURATION_HEAD_OUTPUT * np.arange(1, fan_out + 1) / fan_out
+            scale = (target / (activation * 127.0 * fan_in)).astype(np.float32)
+            bias = np.zeros(fan_out, np.float32)
+            activation = 1.0
+        tensors[f"{prefix}.weight"] = EncodedTensor(
+            f"{prefix}.weight", (fan_out, fan_in), "q", codes, 8, scale, np.zeros(fan_out, np.int32), 0
+        )
+        tensors[f"{prefix}.bias"] = EncodedTensor(f"{prefix}.bias", (fan_out,), "f32", bias, 32)
+    if spec.algorithm == "d4pg":
+        width = spec.layers[0]
+        for name in ("norm.weight", "norm.bias"):
+            tensors[name] = EncodedTensor(name, (width,), "f32", np.ones(width, np.float32), 32)
+    return tensors
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Weights, observations and the fp32 outputs a kernel is checked against."""
+
+    name: str
+    tensors: Mapping[str, EncodedTensor]
+    x: np.ndarray
+    ref: np.ndarray
+
+
+def standard_probes(spec: PolicySpec, batch: int = 1) -> list[Probe]:
+    """The random full-range probe and the saturation probe (whose outputs don't depend on the observation,
+    so a few batches of rows suffice)."""
+    x = probe_inputs(spec)
+    probes = []
+    for name, tensors, rows in (
+        ("random", probe_tensors(spec), x),
+        ("saturation", saturation_tensors(spec), x[: max(2 * batch, 8)]),
+    ):
+        probes.append(Probe(name, tensors, rows, reference_outputs(spec, tensors, rows)))
+    return probes
+
+
+def verify_probes(kernel: Kernel, probes: list[Probe], batch: int) -> Check:
+    """:func:`verify` on each probe in turn; the first failure, else the check with the largest error (the
+    detail names the probe)."""
+    worst: Check | None = None
+    for probe in probes:
+        check = verify(kernel, probe.tensors, probe.x, probe.ref, batch)
+        check = Check(check.kernel, check.ok, check.error, f"{probe.name} probe: {check.detail}")
+        if not check.ok:
+            return check
+        if worst is None or check.error > worst.error:
+            worst = check
+    assert worst is not None, "no probes"
+    return worst
 
 
 def probe_inputs(spec: PolicySpec, n: int = PROBES, seed: int = 1) -> np.ndarray:

@@ -18,6 +18,13 @@ from actorq.actors.kernels import CANDIDATES, KernelVerificationError, PolicySpe
 from actorq.actors.kernels import registry as registry_module
 from actorq.actors.kernels import select as select_module
 from actorq.actors.kernels.torch_kernels import Fp32Torch, Int8IntMM
+from actorq.actors.kernels.verify import (
+    DQN_BOUNDS,
+    SATURATION_HEAD_OUTPUT,
+    standard_probes,
+    verify,
+    verify_probes,
+)
 from actorq.actors.policy import QuantizedPolicy
 from actorq.config import KERNELS, ConfigError, load_config
 from actorq.hardware import cpu_fingerprint, cpu_info, read_bandwidth_gbs
@@ -50,11 +57,39 @@ class SaturatingLinear(Int8Linear):
 
 class SaturatingInt8(Int8IntMM):
     name = "int8/saturating"
+    linear = SaturatingLinear
 
     def _convert(self, model):
         from actorq.actors.kernels.torch_kernels import _replace
 
-        return _replace(model, self._prefixes, SaturatingLinear.from_float)
+        return _replace(model, self._prefixes, self.linear.from_float)
+
+
+class AsymmetricSaturatingLinear(SaturatingLinear):
+    """As MLAS's AVX2 u8 x s8 kernel behind ``int8/ort-s8``: activations quantized per tensor to u8 over
+    ``[min(x, 0), max(x, 0)]`` with a zero point, then ``vpmaddubsw`` pair sums clamped to int16; layers with
+    fewer than 32 inputs or outputs exact (that kernel computes them in fp32)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        codes, scale, bias = self.weights
+        lo, hi = x.amin().clamp_max(0), x.amax().clamp_min(0)
+        x_scale = ((hi - lo) / 255).clamp_min(1e-30)
+        zero = torch.round(-lo / x_scale).to(torch.int32)
+        xq = (torch.round(x / x_scale).to(torch.int32) + zero).clamp(0, 255)
+        w = codes.to(torch.int32)
+        prod = xq[:, None, :] * w[None, :, :]
+        if prod.shape[-1] % 2:
+            prod = torch.nn.functional.pad(prod, (0, 1))
+        pairs = prod[..., 0::2] + prod[..., 1::2]
+        if min(w.shape) >= 32:
+            pairs = pairs.clamp(-32768, 32767)
+        acc = pairs.sum(-1) - zero * w.sum(-1)
+        return acc.float() * (x_scale * scale) + bias
+
+
+class MildlySaturatingInt8(SaturatingInt8):
+    name = "int8/mildly-saturating"
+    linear = AsymmetricSaturatingLinear
 
 
 class BrokenLater(Fp32Torch):
@@ -105,8 +140,43 @@ def test_selection_rejects_a_saturating_kernel_with_its_measured_error(registry,
     assert "int8/saturating" in rejected and rejected["int8/saturating"]["error"] > 0.1
     assert "int8/saturating" not in selection.order
     assert kernel.name != "int8/saturating" and selection.error <= 0.1
-    with pytest.raises(KernelVerificationError, match=r"int8/saturating: max (Q )?error"):
+    with pytest.raises(KernelVerificationError, match=r"int8/saturating: random probe: max (Q )?error"):
         select_kernel(spec(algorithm), "int8", requested="saturating", use_cache=False)
+
+
+def test_the_saturation_probe_catches_what_the_random_probe_lets_through(registry):
+    """On a DQN 2x256, clamped pair sums over zero-pointed u8 activations stay within the random probe's Q bound
+    (as ``int8/ort-s8`` did on AVX2); the saturation probe's top-of-grid activations expose them."""
+    net = PolicySpec.build("dqn", 4, 2, (256, 256))
+    random_probe, saturation_probe = standard_probes(net)
+    kernel = MildlySaturatingInt8(net)
+    loose = verify(kernel, random_probe.tensors, random_probe.x, random_probe.ref, 1)
+    assert loose.ok and 0.005 < loose.error < DQN_BOUNDS["int8"], loose.detail
+    exposed = verify_probes(kernel, [random_probe, saturation_probe], 1)
+    assert not exposed.ok and exposed.error > 0.3 and exposed.detail.startswith("saturation probe")
+    registry(MildlySaturatingInt8)
+    _, selection = select_kernel(net, "int8", use_cache=False, budget_s=0.02)
+    rejected = {r["kernel"]: r["reason"] for r in selection.rejected}
+    assert rejected["int8/mildly-saturating"].startswith("saturation probe")
+    assert "int8/mildly-saturating" not in selection.order
+
+
+@pytest.mark.parametrize(
+    "algorithm, obs, out, layers",
+    [("d4pg", 24, 6, (64, 64, 64)), ("dqn", 4, 3, (256, 256)), ("d4pg", 40, 40, (48,))],
+)
+def test_the_saturation_probe_is_exact_for_exact_arithmetic(algorithm, obs, out, layers):
+    """Its fp32 outputs are the designed constants, and every kernel this machine verifies computes them to
+    float rounding (the constants sit on every quantization grid, so no rounding error is expected)."""
+    net = PolicySpec.build(algorithm, obs, out, layers, -2.0, 3.0)
+    probe = standard_probes(net)[1]
+    head = SATURATION_HEAD_OUTPUT * np.arange(1, out + 1) / out
+    designed = head if algorithm == "dqn" else (np.tanh(head) + 1) / 2 * 5.0 - 2.0
+    np.testing.assert_allclose(probe.ref, np.broadcast_to(designed, probe.ref.shape), rtol=1e-5, atol=1e-6)
+    _, selection = select_kernel(net, "auto", use_cache=False, budget_s=0.02)
+    for name in selection.order:
+        if name.startswith("int8/") or name.startswith("fp32/"):
+            assert selection.errors[name] < 0.02, (name, selection.errors[name])
 
 
 def test_actor_falls_back_when_its_kernel_fails_on_the_first_real_message(registry, monkeypatch):
