@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from actorq.bench.floors import batching_notes
 from actorq.bench.pool import Variant, WorkerPool, machine_info
 from actorq.config import (
     AUTO_COMM_BITS,
@@ -356,6 +357,7 @@ def _main(args: argparse.Namespace) -> int:
     records = run_bench(config, variants, args.actors, args.seconds, args.repeats, args.fresh)
     rows = summarize(records)
     notes = amdahl_notes(rows)
+    notes += batching_notes(rows, reference_state(config), max(config.network.policy_layers))
     meta = {**common_meta(args, config), "envs_per_actor": envs}
     cpu = meta["machine"]
     sys.stdout.write(

@@ -10,6 +10,7 @@ import pytest
 
 from actorq.bench import ablation
 from actorq.bench.actors import amdahl_notes, bench_config, block_order, reference_state, summarize
+from actorq.bench.floors import batching_notes, gemm_rate_gmacs
 from actorq.bench.pool import Variant, measure
 from actorq.launchers.orchestration import plan_runs
 from actorq.timers import BREAKDOWN_COMPONENTS, Timers
@@ -178,3 +179,19 @@ def test_summary_compares_each_env_count_with_fp32_at_the_same_count_and_with_on
     assert n8["inference_vs_one_env"] == pytest.approx(0.25)
     assert n8["steps_per_cpu_s"] == pytest.approx(720.0)  # steps over half the wall time in CPU seconds
     assert rows["int8/c8"]["baseline"] == "fp32/c32" and rows["fp32/c32"]["vs_one_env"] == pytest.approx(1.0)
+    notes = batching_notes(list(rows.values()), {"w1": np.zeros((64, 64)), "b1": np.zeros(64)}, 64)
+    assert len(notes) == 2 and notes[0].startswith("fp32/c32/n8") and notes[1].startswith("int8/c8/n8")
+    assert "inference_floor_ms" not in rows["int8/c8"]  # N=1 rows have no batching floor
+    assert n8["inference_floor_ms"] == pytest.approx(64 * 64 / n8["gemm_gmacs"] / 1e6)
+    # N=1's inference per env step was 2 ms (n8 / inference_vs_one_env), so the floor is compared with that
+    assert n8["inference_floor_vs_one_env"] == pytest.approx(n8["inference_floor_ms"] / 2.0)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_gemm_rate_is_measured_per_batch(precision):
+    """A real measurement: finite, and more multiply-adds per second at batch 16 than at batch 1 (a batch-1
+    GEMM reads each weight for one multiply-add; every CPU reuses it across rows)."""
+    one, many = gemm_rate_gmacs(precision, 1, 512, 0.05), gemm_rate_gmacs(precision, 16, 512, 0.05)
+    assert 0 < one < many < 1e4
+    with pytest.raises(ValueError, match="fp16"):
+        gemm_rate_gmacs("fp16", 1, 64)
