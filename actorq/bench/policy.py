@@ -9,8 +9,13 @@ For a large policy (D4PG 3x2048, obs 24, act 6: the ActorQ paper's size) and a s
   and out, as an actor calls it). Repeats interleave the kernels in a rotating order, so machine drift and
   neighbours' load hit all alike; each visit starts with one untimed call (the steady state an actor running one
   policy sees, not the cache refill after another kernel's weights); median and p10/p90 in microseconds;
+* batch 1 **cold** as well: each timed call follows a write pass over :data:`EVICT_BYTES`, so the weights come
+  from DRAM. An actor's loop lies between warm and cold: its env and experience writer evict part of the weights
+  between two forwards (measured on an AMD EPYC Zen 2, 3x2048 ``int8/ort-s8r``: 0.40 ms warm, 0.87 ms cold,
+  0.55 ms per step inside ``actorq bench actors``);
 * the weight-streaming floor at batch 1: the policy's weight bytes at the kernel's precision divided by the
-  single-core read bandwidth measured now for a working set of that size (no batch-1 forward can beat it);
+  single-core read bandwidth measured now for a working set of that size (no batch-1 forward can beat it; cold:
+  divided by the DRAM read bandwidth);
 * the weight message at the precision's natural comm width (fp32 -> 32 bits, fp16 -> 16, int8 -> 8, plus int8
   fed 4-bit messages) in bytes, and the update cost: ``decode_message`` + ``prepare`` + ``install`` (median ms;
   ``install_ms`` is what the acting thread pays when the kernel prepares off-thread);
@@ -35,6 +40,10 @@ from actorq.hardware import cpu_summary, hardware_record, read_bandwidth_gbs
 logger = logging.getLogger(__name__)
 
 BATCHES = (1, 8, 64)
+EVICT_BYTES = 64 << 20
+"""Written before each cold call: 4x the largest L3 these machines have, so no weight stays cached."""
+COLD = "1c"
+"""The cold batch-1 cell's key (``batch`` 1 in records, with ``cold`` true)."""
 BYTES_PER_WEIGHT = {"fp32": 4, "fp16": 2, "int8": 1}
 NATURAL_BITS = {"fp32": (32,), "fp16": (16,), "int8": (8, 4)}
 
@@ -117,7 +126,9 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
     # Forward latency: every (kernel, batch) cell once per repeat, in a rotating order.
     rng = np.random.default_rng(0)
     inputs = {b: rng.standard_normal((b, shape.obs_dim)).astype(np.float32) for b in BATCHES}
-    cells = [(name, b) for name in policies for b in BATCHES]
+    inputs[COLD] = inputs[1]
+    evict = np.zeros(EVICT_BYTES, np.uint8)
+    cells = [(name, b) for name in policies for b in (*BATCHES, COLD)]
     for name, b in cells:  # warm-up
         policies[name](inputs[b])
     samples: dict[tuple[str, int], list[float]] = {c: [] for c in cells}
@@ -130,6 +141,8 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
             policy(x)
             start = time.perf_counter()
             for _ in range(calls):
+                if b == COLD:
+                    evict += 1  # the weights leave every cache level
                 t0 = time.perf_counter()
                 policy(x)
                 out.append(time.perf_counter() - t0)
@@ -138,6 +151,7 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
 
     weights = spec.weight_count()
     bandwidth = {p: read_bandwidth_gbs(weights * nb) for p, nb in BYTES_PER_WEIGHT.items()}
+    dram_gbs = read_bandwidth_gbs(EVICT_BYTES)  # the cold calls' floor: every weight byte from DRAM
     batch1 = {name: _percentiles_us(samples[(name, 1)])[0] for name in policies}
     chosen = {
         p: min((n for n in batch1 if n.startswith(f"{p}/")), key=batch1.get, default=None)
@@ -156,9 +170,10 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
             records.append({**base, "status": "rejected", "error": survey.errors.get(name), "reason": reason})
             continue
         floor_us = weights * BYTES_PER_WEIGHT[precision] / (bandwidth[precision] * 1e9) * 1e6
+        cold_floor_us = weights * BYTES_PER_WEIGHT[precision] / (dram_gbs * 1e9) * 1e6
         for bits in NATURAL_BITS[precision]:
             dec, prep, inst = (np.median(np.asarray(updates[(name, bits)]), axis=0) * 1e3).tolist()
-            for b in BATCHES:
+            for b in (*BATCHES, COLD):
                 med, p10, p90 = _percentiles_us(samples[(name, b)])
                 records.append(
                     {
@@ -167,11 +182,14 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
                         "error": survey.errors.get(name),
                         "chosen": chosen[precision] == name,
                         "chosen_auto": chosen["auto"] == name,
-                        "batch": b,
+                        "batch": 1 if b == COLD else b,
+                        "cold": b == COLD,
                         "forward_us": round(med, 1),
                         "forward_p10_us": round(p10, 1),
                         "forward_p90_us": round(p90, 1),
-                        "floor_us": round(floor_us, 1) if b == 1 else None,
+                        "floor_us": round(cold_floor_us if b == COLD else floor_us, 1)
+                        if b in (1, COLD)
+                        else None,
                         "read_gbs": round(bandwidth[precision], 2),
                         "update_ms": round(float(np.median(np.sum(updates[(name, bits)], axis=1)) * 1e3), 3),
                         "decode_ms": round(dec, 3),
@@ -238,13 +256,13 @@ def format_table(result: dict[str, Any]) -> str:
         f"DRAM read {hw.get('dram_read_gbs')} GB/s (one core)"
     ]
     head = (
-        f"{'policy':<7} {'kernel':<14} {'status':<9} {'error':>7} {'bits':>4} {'batch':>5} {'fwd us':>8} "
+        f"{'policy':<7} {'kernel':<14} {'status':<9} {'error':>7} {'bits':>4} {'batch':>6} {'fwd us':>8} "
         f"{'x fp32':>6} {'floor us':>8} {'/floor':>6} {'update ms':>9} {'install us':>10} {'msg bytes':>10} chosen"
     )
     for shape in result["policies"]:
         recs = shape["records"]
         fp32 = {
-            r["batch"]: r["forward_us"]
+            (r["batch"], r.get("cold", False)): r["forward_us"]
             for r in recs
             if r.get("status") == "verified" and r["kernel"] == shape["chosen"].get("fp32")
         }
@@ -262,9 +280,10 @@ def format_table(result: dict[str, Any]) -> str:
                 if r["floor_us"]
                 else f"{'':8} {'':6}"
             )
-            speed = fp32.get(r["batch"], float("nan")) / r["forward_us"]
+            speed = fp32.get((r["batch"], r.get("cold", False)), float("nan")) / r["forward_us"]
+            batch = f"{r['batch']}{' cold' if r.get('cold') else ''}"
             lines.append(
-                f"{r['policy']:<7} {r['kernel']:<14} {'verified':<9} {error:>7} {r['comm_bits']:>4} {r['batch']:>5} "
+                f"{r['policy']:<7} {r['kernel']:<14} {'verified':<9} {error:>7} {r['comm_bits']:>4} {batch:>6} "
                 f"{r['forward_us']:>8.1f} {speed:>6.2f} {floor} {r['update_ms']:>9.2f} "
                 f"{r['install_ms'] * 1e3:>10.1f} {r['message_bytes']:>10d} {marks}"
             )
