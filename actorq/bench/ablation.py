@@ -18,16 +18,9 @@ import argparse
 import sys
 from typing import Any
 
-from actorq.bench.actors import (
-    add_common_arguments,
-    common_meta,
-    format_table,
-    parse_list,
-    run_bench,
-    summarize,
-    write_json,
-)
+from actorq.bench.actors import add_common_arguments, common_meta, parse_list, run_bench, write_json
 from actorq.bench.pool import Variant
+from actorq.bench.summary import format_table, summarize
 from actorq.config import AUTO_COMM_BITS, PRECISIONS, ConfigError, load_config
 
 GRID_PRECISIONS = ("fp32", "int8")

@@ -33,9 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.actors import block_order, set_speedup
+from actorq.bench.actors import block_order
 from actorq.bench.learner_worker import WorkerProcess
 from actorq.bench.pool import machine_info
+from actorq.bench.summary import set_speedup
 from actorq.config import ConfigError, ExperimentConfig, load_config, replace, save_config
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from actorq.bench import ablation
-from actorq.bench.actors import amdahl_notes, bench_config, block_order, reference_state, summarize
+from actorq.bench.actors import bench_config, block_order, reference_state
 from actorq.bench.floors import batching_notes, gemm_rate_gmacs
 from actorq.bench.pool import Variant, measure
+from actorq.bench.summary import amdahl_notes, summarize
 from actorq.launchers.orchestration import plan_runs
 from actorq.timers import BREAKDOWN_COMPONENTS, Timers
 from tests.conftest import tiny_config
@@ -185,6 +186,11 @@ def test_summary_compares_each_env_count_with_fp32_at_the_same_count_and_with_on
     assert n8["inference_floor_ms"] == pytest.approx(64 * 64 / n8["gemm_gmacs"] / 1e6)
     # N=1's inference per env step was 2 ms (n8 / inference_vs_one_env), so the floor is compared with that
     assert n8["inference_floor_vs_one_env"] == pytest.approx(n8["inference_floor_ms"] / 2.0)
+    # the step bound keeps env, writer and pulls as measured and puts inference at the floor
+    one_ms, ms = rows["int8/c8"]["ms_per_step"], n8["ms_per_step"]
+    best = sum(ms.values()) - ms["inference"] + n8["inference_floor_ms"]
+    assert n8["steps_bound_vs_one_env"] == pytest.approx(sum(one_ms.values()) / best)
+    assert "at most" in notes[1] and f"{n8['steps_bound_vs_one_env']:.2f}x N=1's" in notes[1]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
