@@ -1,15 +1,7 @@
-"""Typed, frozen experiment configuration, loaded from YAML and overridable on the command line.
+"""Loading a config: YAML and ``section.key=value`` overrides coerced to the schema's types, then validated.
 
-Every field carries a docstring (the string literal under it). ``load_config(path, overrides)`` reads a YAML file
-whose keys are exactly these dataclass fields (nested sections for nested dataclasses), applies ``section.key=value``
-overrides, validates, and returns an :class:`ExperimentConfig`. Unknown keys and invalid values raise
-:class:`ConfigError` naming the key and listing what is allowed.
-
-Example YAML::
-
-    algorithm: d4pg
-    env: {suite: dmc, task: "cartpole:balance"}
-    actor: {precision: int8, num_actors: 2}
+Unknown keys and invalid values raise :class:`ConfigError` naming the key and listing what is allowed; the
+dataclasses and choices checked against are :mod:`actorq.config.schema`.
 """
 
 from __future__ import annotations
@@ -19,233 +11,24 @@ import json
 import math
 import types
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-PRECISIONS = ("fp32", "fp16", "int8")
-"""Actor inference precisions (``actor.precision`` also takes ``auto``: the fastest that verifies, see KERNELS)."""
-
-KERNELS = {
-    "fp32": ("torch", "ort"),
-    "fp16": ("fbgemm", "half"),
-    "int8": ("ort-u8", "ort-s8r", "ort-s8", "fbgemm", "x86", "onednn", "qnnpack", "intmm"),
-}
-"""Actor inference kernels per precision (``actorq.actors.kernels`` implements them). ``actor.kernel: auto``
-verifies each against fp32 on the machine that runs the actor and uses the fastest that passes."""
-
-COMM_BITS = (32, 16, 8, 4, 2)
-"""Bit widths a run may put weights on the wire with (32 = fp32, 16 = fp16, <= 8 = packed affine codes); a subset
-of what the codec can carry (:data:`actorq.quantize.header.WIRE_BITS`)."""
-
-ALGORITHMS = ("d4pg", "dqn")
-"""The learning algorithms (Acme's D4PG for continuous control, DQN for discrete actions)."""
-SUITES = ("dmc", "gym")
-LAUNCHERS = ("launchpad", "local", "inprocess")
-
-AUTO_COMM_BITS = {"fp32": 32, "fp16": 16, "int8": 8, "auto": 32}
-"""Communication bits used when ``quantizer.comm_bits`` is left unset: the actor precision's natural width
-(``auto`` actors may pick fp32, so they get fp32 weights unless comm_bits says otherwise)."""
+from actorq.config.schema import (
+    ALGORITHMS,
+    COMM_BITS,
+    KERNELS,
+    LAUNCHERS,
+    PRECISIONS,
+    SUITES,
+    ExperimentConfig,
+)
 
 
 class ConfigError(ValueError):
     """A configuration file or override is invalid; the message says which key and what is allowed."""
-
-
-@dataclass(frozen=True)
-class EnvConfig:
-    suite: str = "dmc"
-    """Environment suite: ``dmc`` (dm_control, task ``domain:task``) or ``gym`` (gymnasium id)."""
-    task: str = "cartpole:balance"
-    """Task name: ``domain:task`` for dmc (e.g. ``walker:stand``), a gymnasium id for gym (e.g. ``CartPole-v1``)."""
-    max_episode_steps: int = 0
-    """Truncate episodes after this many steps; 0 keeps the environment's own limit."""
-
-
-@dataclass(frozen=True)
-class NetworkConfig:
-    policy_layers: tuple[int, ...] = (2048, 2048, 2048)
-    """Hidden widths of the policy (D4PG) or Q-network (DQN). The ActorQ paper used 3 x 2048."""
-    critic_layers: tuple[int, ...] = (512, 512, 256)
-    """Hidden widths of the D4PG critic (learner only). The paper used hidden size 512."""
-    vmin: float = -150.0
-    """Lower bound of the D4PG distributional critic's support."""
-    vmax: float = 150.0
-    """Upper bound of the D4PG distributional critic's support."""
-    num_atoms: int = 51
-    """Number of atoms of the D4PG distributional critic."""
-
-
-@dataclass(frozen=True)
-class ReplayConfig:
-    max_size: int = 1_000_000
-    """Capacity of the experience table in transitions."""
-    min_size: int = 1000
-    """Transitions required before the learner may sample (Reverb MinSize / rate-limiter minimum)."""
-    samples_per_insert: float = 16.0
-    """Target samples per inserted transition (the paper's spi=16); 0 disables the ratio limiter."""
-    error_buffer: float = 0.0
-    """Tolerance of the samples-per-insert limiter in samples; 0 picks
-    max(0.1 * min_size * samples_per_insert, 2 * learner.batch_size, 2 * samples_per_insert) (replay.tables)."""
-    prioritized: bool = False
-    """Use a prioritized sampler (DQN default) instead of uniform (D4PG default)."""
-    priority_exponent: float = 0.6
-    """Prioritized replay exponent alpha."""
-    importance_sampling_exponent: float = 0.2
-    """Prioritized replay importance-sampling exponent beta (DQN learner)."""
-    n_step: int = 5
-    """N of the n-step transitions written by actors."""
-    discount: float = 0.99
-    """Per-step discount."""
-    port: int = 0
-    """Port of the Reverb server; 0 picks a free one."""
-    rate_limiter_timeout_s: float = 60.0
-    """How long a learner sample or actor insert may block on the rate limiter before it is reported."""
-
-
-@dataclass(frozen=True)
-class LearnerConfig:
-    batch_size: int = 256
-    """Minibatch size sampled from replay."""
-    policy_lr: float = 1e-4
-    """D4PG policy learning rate."""
-    critic_lr: float = 1e-4
-    """D4PG critic learning rate."""
-    learning_rate: float = 1e-3
-    """DQN learning rate."""
-    target_update_period: int = 100
-    """Learner steps between target-network updates."""
-    publish_period: int = 100
-    """Learner steps between pushes of fp32 weights to the quantizer."""
-    max_gradient_norm: float = 0.0
-    """DQN: clip gradients to this global norm; 0 disables. D4PG ignores it: Acme's D4PG learner always clips
-    both networks' gradients at global norm 40 (and dQ/da at 1)."""
-    huber_loss_parameter: float = 1.0
-    """DQN Huber loss delta."""
-    checkpoint_period_s: float = 60.0
-    """Seconds between learner checkpoints (Acme checkpointer); 0 disables."""
-    max_steps: int = 0
-    """Stop the learner after this many steps; 0 = until the experiment ends."""
-    onednn: bool = True
-    """Run the learner's TensorFlow with oneDNN's fused CPU kernels (``TF_ENABLE_ONEDNN_OPTS=1`` in the learner's
-    process, set before TensorFlow loads; TF 2.8 leaves them off). Same fp32 maths; results may differ from the
-    default kernels in the last bits. No effect on GPU ops. Measured with ``actorq bench learner``."""
-    jit_compile: bool = False
-    """Compile the learner's update step (losses, gradients, optimizer, target update) with XLA; sampling stays
-    outside the compiled step. Mainly for GPUs; on CPU measure it first with ``actorq bench learner``."""
-    jit_optimizer: bool = True
-    """Run each optimizer update (Adam on every variable) as one XLA-compiled function: its dozen elementwise
-    passes over the weights become one fused pass (3x2048 policy: ~8M weights per pass). Same maths; the
-    forward/backward pass keeps TensorFlow's (oneDNN's) kernels. Measured with ``actorq bench learner``."""
-    einsum_dense: bool = True
-    """Compute the networks' dense-layer products ``x @ w`` as ``tf.einsum`` in the forward pass (gradients stay
-    MatMul's): the same fp32 products on a faster oneDNN kernel (1.4x per 2048x2048 layer at batch 64 on an AVX2
-    Zen 2). Variables, checkpoints and published weights are unchanged. Measured with ``actorq bench learner``."""
-    intra_op_threads: int = 0
-    """TensorFlow threads inside one op (matrix multiplies) in the learner; 0 = TensorFlow's default (one per
-    core). Set it to the cores the learner owns when other roles share the machine."""
-    inter_op_threads: int = 0
-    """TensorFlow ops the learner runs concurrently; 0 = TensorFlow's default."""
-    prefetch_size: int = 4
-    """Batches the learner's replay dataset samples ahead of the update (tf.data prefetch)."""
-    sample_parallelism: int = 2
-    """Parallel Reverb sample calls of the learner's dataset (more only adds threads on small machines)."""
-
-
-@dataclass(frozen=True)
-class QuantizerConfig:
-    comm_bits: int = 0
-    """Bits per weight on the wire: 32, 16, 8, 4 or 2; 0 = the actor precision's natural width (32/16/8)."""
-    compress: bool = False
-    """zlib-compress the message payload."""
-    per_channel: bool = True
-    """Per-output-channel scales for packed codes (per-tensor when false)."""
-    poll_interval_s: float = 0.05
-    """Sleep between polls for new learner weights."""
-
-
-@dataclass(frozen=True)
-class ActorConfig:
-    precision: str = "int8"
-    """Actor inference precision: fp32, fp16, int8, or auto (the fastest precision whose kernel verifies
-    against fp32 on the actor's machine; fp32 unless another is >= 3% faster)."""
-    num_actors: int = 2
-    """Number of actor processes."""
-    envs_per_actor: int = 1
-    """Environments each actor process steps (1: the paper's setting). Their actions come from one batched
-    forward (the kernel is verified and timed at this batch size); each environment explores with its own
-    sigma/epsilon (num_actors * envs_per_actor streams on the actors' schedule) and has its own episodes."""
-    update_period: int = 1000
-    """Env steps between pulls of a new weight message (the paper's model pull frequency)."""
-    async_update: bool = False
-    """Pull and prepare new weights on a background thread so the env loop never stalls."""
-    sigma_max: float = 0.2
-    """D4PG: actor i explores with Gaussian sigma_i spread evenly over [0, sigma_max] (paper: 0 to 0.2)."""
-    epsilon_min: float = 0.01
-    """DQN: smallest per-actor epsilon (actors spread log-uniformly between epsilon_min and epsilon_max)."""
-    epsilon_max: float = 0.3
-    """DQN: largest per-actor epsilon."""
-    threads: int = 1
-    """Intra-op threads for torch inference per actor."""
-    kernel: str = "auto"
-    """Inference kernel (see ``KERNELS``): auto verifies every kernel of the precision against fp32 on the
-    actor's machine, times the verified ones and uses the fastest; a named one must verify or the actor stops
-    with an error. Empty means auto."""
-
-
-@dataclass(frozen=True)
-class EvaluatorConfig:
-    period_s: float = 10.0
-    """Seconds between evaluations."""
-    episodes: int = 3
-    """Greedy episodes per evaluation."""
-    evaluate_quantized: bool = False
-    """Also evaluate the quantized actor policy, so the reward cost of quantization is visible."""
-
-
-@dataclass(frozen=True)
-class ExperimentConfig:
-    algorithm: str = "d4pg"
-    """Learning algorithm: d4pg (continuous control) or dqn (discrete)."""
-    env: EnvConfig = field(default_factory=EnvConfig)
-    """The task."""
-    network: NetworkConfig = field(default_factory=NetworkConfig)
-    """Network sizes."""
-    replay: ReplayConfig = field(default_factory=ReplayConfig)
-    """Replay tables and rate limiting."""
-    learner: LearnerConfig = field(default_factory=LearnerConfig)
-    """Learner hyperparameters."""
-    quantizer: QuantizerConfig = field(default_factory=QuantizerConfig)
-    """Parameter quantizer settings."""
-    actor: ActorConfig = field(default_factory=ActorConfig)
-    """Actors."""
-    evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
-    """Evaluator."""
-    seed: int = 0
-    """Base random seed; each role and actor derives its own from it."""
-    max_minutes: float = 10.0
-    """Stop the experiment after this many wall-clock minutes; 0 = no limit."""
-    max_actor_steps: int = 0
-    """Stop after this many environment steps summed over actors; 0 = no limit."""
-    target_return: float | None = None
-    """Stop once the evaluator's mean return reaches this; null = never stop early."""
-    launcher: str = "local"
-    """How roles are started: local (subprocesses), launchpad (LOCAL_MULTI_PROCESSING) or inprocess (threads)."""
-    log_period_s: float = 5.0
-    """Seconds between metric rows written by each role."""
-    paper: str = ""
-    """What the ActorQ paper used for this task (steps trained, pull period); documentation only."""
-
-    @property
-    def comm_bits(self) -> int:
-        """The effective communication bit width (resolves 0 to the actor precision's natural width)."""
-        return self.quantizer.comm_bits or AUTO_COMM_BITS[self.actor.precision]
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Loading, overriding, validating
 
 
 def _field_types(cls: type) -> dict[str, Any]:

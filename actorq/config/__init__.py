@@ -1,0 +1,72 @@
+"""Typed, frozen experiment configuration, loaded from YAML and overridable on the command line.
+
+Every field carries a docstring (the string literal under it). ``load_config(path, overrides)`` reads a YAML file
+whose keys are exactly these dataclass fields (nested sections for nested dataclasses), applies ``section.key=value``
+overrides, validates, and returns an :class:`ExperimentConfig`. Unknown keys and invalid values raise
+:class:`ConfigError` naming the key and listing what is allowed.
+
+The choices and dataclasses are defined in :mod:`actorq.config.schema`; coercion, overrides, validation and
+load/save in :mod:`actorq.config.loading`. Import from ``actorq.config``, which re-exports both.
+
+Example YAML::
+
+    algorithm: d4pg
+    env: {suite: dmc, task: "cartpole:balance"}
+    actor: {precision: int8, num_actors: 2}
+"""
+
+from actorq.config.loading import (
+    ConfigError,
+    apply_overrides,
+    config_from_dict,
+    load_config,
+    parse_override,
+    replace,
+    save_config,
+    to_dict,
+    validate,
+)
+from actorq.config.schema import (
+    ALGORITHMS,
+    AUTO_COMM_BITS,
+    COMM_BITS,
+    KERNELS,
+    LAUNCHERS,
+    PRECISIONS,
+    SUITES,
+    ActorConfig,
+    EnvConfig,
+    EvaluatorConfig,
+    ExperimentConfig,
+    LearnerConfig,
+    NetworkConfig,
+    QuantizerConfig,
+    ReplayConfig,
+)
+
+__all__ = [
+    "ALGORITHMS",
+    "AUTO_COMM_BITS",
+    "COMM_BITS",
+    "KERNELS",
+    "LAUNCHERS",
+    "PRECISIONS",
+    "SUITES",
+    "ActorConfig",
+    "ConfigError",
+    "EnvConfig",
+    "EvaluatorConfig",
+    "ExperimentConfig",
+    "LearnerConfig",
+    "NetworkConfig",
+    "QuantizerConfig",
+    "ReplayConfig",
+    "apply_overrides",
+    "config_from_dict",
+    "load_config",
+    "parse_override",
+    "replace",
+    "save_config",
+    "to_dict",
+    "validate",
+]
