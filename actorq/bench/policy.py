@@ -10,9 +10,10 @@ For a large policy (D4PG 3x2048, obs 24, act 6: the ActorQ paper's size) and a s
   neighbours' load hit all alike; each visit starts with one untimed call (the steady state an actor running one
   policy sees, not the cache refill after another kernel's weights); median and p10/p90 in microseconds;
 * batch 1 **cold** as well: each timed call follows a write pass over :data:`EVICT_BYTES`, so the weights come
-  from DRAM. An actor's loop lies between warm and cold: its env and experience writer evict part of the weights
-  between two forwards (measured on an AMD EPYC Zen 2, 3x2048 ``int8/ort-s8r``: 0.40 ms warm, 0.87 ms cold,
-  0.55 ms per step inside ``actorq bench actors``);
+  from DRAM (and so does everything else the call touches: the runtime's code and buffers, which is most of the
+  cold time of a small policy). An actor's loop lies between warm and cold: its env and experience writer evict
+  part of the weights between two forwards (measured on an AMD EPYC Zen 2, 3x2048 ``int8/ort-s8r``: 0.31-0.40 ms
+  warm, 0.82-0.87 ms cold, 0.40-0.55 ms per step inside ``actorq bench actors`` on different days);
 * the weight-streaming floor at batch 1: the policy's weight bytes at the kernel's precision divided by the
   single-core read bandwidth measured now for a working set of that size (no batch-1 forward can beat it; cold:
   divided by the DRAM read bandwidth);
