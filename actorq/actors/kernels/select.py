@@ -43,7 +43,9 @@ AUTO_MARGIN = 0.03
 """``auto`` leaves fp32 only for a kernel at least this much faster (median) than the fastest fp32 kernel."""
 TIME_BUDGET_S = 1.0
 """Wall time spent timing the verified candidates (after pruning the clearly slow ones)."""
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2
+"""Part of every cache key; raised when verification changes (2: the saturation probe), so choices and
+rejection lists made under the old checks are not reused."""
 
 
 @dataclass
