@@ -30,7 +30,6 @@ from actorq.actors.kernels.registry import CANDIDATES, candidates_for
 from actorq.actors.kernels.verify import (
     Check,
     KernelVerificationError,
-    probe_inputs,
     standard_probes,
     verify_probes,
 )
@@ -281,7 +280,7 @@ def select_kernel(
             f"actor.precision=fp32."
         )
     if len(verified) > 1:
-        rows = np.ascontiguousarray(probe_inputs(spec)[: max(batch, 1)])
+        rows = np.ascontiguousarray(probes[0].x[: max(batch, 1)])
         selection.timings_us = time_kernels([k for k, _ in verified.values()], rows, budget_s)
         selection.order = _choose(selection.timings_us, precision)
     else:

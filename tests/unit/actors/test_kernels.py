@@ -40,18 +40,25 @@ class SaturatingLinear(Int8Linear):
 
     clamp = True
 
+    def quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | int]:
+        """u8 activation codes, their scale and zero point: symmetric s8 shifted by 128, as oneDNN does."""
+        x_scale = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30) / 127
+        return torch.round(x / x_scale).to(torch.int32) + 128, x_scale, 128
+
+    def saturates(self, w: torch.Tensor) -> bool:
+        return self.clamp
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         codes, scale, bias = self.weights
-        x_scale = x.abs().amax(dim=-1, keepdim=True).clamp_min(1e-30) / 127
-        xq = torch.round(x / x_scale).to(torch.int32) + 128  # u8, as oneDNN shifts s8 activations
+        xq, x_scale, zero = self.quantize(x)
         w = codes.to(torch.int32)
         prod = xq[:, None, :] * w[None, :, :]
         if prod.shape[-1] % 2:
             prod = torch.nn.functional.pad(prod, (0, 1))
         pairs = prod[..., 0::2] + prod[..., 1::2]
-        if self.clamp:
+        if self.saturates(w):
             pairs = pairs.clamp(-32768, 32767)
-        acc = pairs.sum(-1) - 128 * w.sum(-1)
+        acc = pairs.sum(-1) - zero * w.sum(-1)
         return acc.float() * (x_scale * scale) + bias
 
 
@@ -70,21 +77,14 @@ class AsymmetricSaturatingLinear(SaturatingLinear):
     ``[min(x, 0), max(x, 0)]`` with a zero point, then ``vpmaddubsw`` pair sums clamped to int16; layers with
     fewer than 32 inputs or outputs exact (that kernel computes them in fp32)."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        codes, scale, bias = self.weights
+    def quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | int]:
         lo, hi = x.amin().clamp_max(0), x.amax().clamp_min(0)
         x_scale = ((hi - lo) / 255).clamp_min(1e-30)
         zero = torch.round(-lo / x_scale).to(torch.int32)
-        xq = (torch.round(x / x_scale).to(torch.int32) + zero).clamp(0, 255)
-        w = codes.to(torch.int32)
-        prod = xq[:, None, :] * w[None, :, :]
-        if prod.shape[-1] % 2:
-            prod = torch.nn.functional.pad(prod, (0, 1))
-        pairs = prod[..., 0::2] + prod[..., 1::2]
-        if min(w.shape) >= 32:
-            pairs = pairs.clamp(-32768, 32767)
-        acc = pairs.sum(-1) - zero * w.sum(-1)
-        return acc.float() * (x_scale * scale) + bias
+        return (torch.round(x / x_scale).to(torch.int32) + zero).clamp(0, 255), x_scale, zero
+
+    def saturates(self, w: torch.Tensor) -> bool:
+        return min(w.shape) >= 32
 
 
 class MildlySaturatingInt8(SaturatingInt8):
