@@ -15,6 +15,17 @@ from collections.abc import Callable
 EXIT_USAGE = 2
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse reports anything else as one ``error:`` line, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
 class CliError(Exception):
     """A user error: printed as ``error: ...`` with exit status 2."""
 

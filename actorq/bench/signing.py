@@ -31,6 +31,7 @@ from actorq.bench.pool import machine_info
 from actorq.networks.mapping import torch_state_shapes
 from actorq.quantize.codec import encode_message, read_header
 from actorq.quantize.signing import POLICY_STREAM, TAG_BYTES, generate_key, sign, verify
+from actorq.usage import positive_int
 
 log = logging.getLogger(__name__)
 
@@ -135,16 +136,6 @@ def format_result(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def _main(args: argparse.Namespace) -> int:
     result = run_signing_bench(args.repeats, args.json_path)
     sys.stdout.write(format_result(result) + "\n")
@@ -156,7 +147,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "signing", help="cost of signing and verifying the 3x2048 int8 weight message on one core"
     )
-    parser.add_argument("--repeats", type=_positive, default=30, help="measurements per case (default 30)")
+    parser.add_argument("--repeats", type=positive_int, default=30, help="measurements per case (default 30)")
     parser.add_argument(
         "--json", dest="json_path", metavar="PATH", default=None, help="write the record as JSON"
     )

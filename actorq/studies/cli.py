@@ -13,6 +13,8 @@ import logging
 import sys
 from pathlib import Path
 
+from actorq.usage import positive_int
+
 logger = logging.getLogger(__name__)
 
 ALGO_CHOICES = ["a2c", "dqn", "ppo", "ddpg", "td3", "sac"]
@@ -23,17 +25,6 @@ def _fail(msg: object) -> SystemExit:
     """Bad user input: one ``error:`` line, exit status 2."""
     sys.stderr.write(f"error: {msg}\n")
     return SystemExit(2)
-
-
-def _positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (argparse reports anything else as one ``error:`` line, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
 
 
 def _non_negative_int(text: str) -> int:
@@ -258,16 +249,16 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--env", required=True, help="gymnasium id: CartPole-v1, Hopper-v5, PongNoFrameskip-v4, ..."
     )
-    t.add_argument("--steps", type=_positive_int, required=True, help="environment steps to train for")
+    t.add_argument("--steps", type=positive_int, required=True, help="environment steps to train for")
     t.add_argument("--out", required=True, help="directory for model.zip and meta.json")
     t.add_argument("--seed", type=int, default=0, help="training seed")
     t.add_argument(
         "--eval-episodes",
-        type=_positive_int,
+        type=positive_int,
         default=10,
         help="episodes of the final evaluation in meta.json",
     )
-    t.add_argument("--threads", type=_positive_int, default=1, help="torch threads")
+    t.add_argument("--threads", type=positive_int, default=1, help="torch threads")
     t.set_defaults(func=cmd_zoo_train)
 
     p = subparsers.add_parser("ptq", help="post-training quantization sweep (table + sweet-spot plot)")
@@ -278,8 +269,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         "maps to the nearest installed version with the same spaces (Hopper-v3 -> Hopper-v4)",
     )  # fmt: skip
     p.add_argument("--bits", default="fp32,fp16,8,7,6,5,4,3,2", help="comma list: fp32,fp16,bf16,2..16")
-    p.add_argument("--episodes", type=_positive_int, default=100, help="episodes per evaluation seed")
-    p.add_argument("--seeds", type=_positive_int, default=3, help="evaluation seeds")
+    p.add_argument("--episodes", type=positive_int, default=100, help="episodes per evaluation seed")
+    p.add_argument("--seeds", type=positive_int, default=3, help="evaluation seeds")
     p.add_argument(
         "--per-channel-linear", action="store_true", help="per-output-row scales for Linear weights"
     )
@@ -288,18 +279,18 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         "--act-bits", type=_bit_width, default=None, help="activation bits (default: the weight bits)"
     )
     p.add_argument(
-        "--calib-steps", type=_positive_int, default=1000, help="recorded observations for calibration"
+        "--calib-steps", type=positive_int, default=1000, help="recorded observations for calibration"
     )
     p.add_argument(
-        "--n-envs", type=_positive_int, default=4, help="env copies stepped together during evaluation"
+        "--n-envs", type=positive_int, default=4, help="env copies stepped together during evaluation"
     )
     p.add_argument(
         "--max-episode-steps",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="cap on episode length (default: the env's)",
     )
-    p.add_argument("--threads", type=_positive_int, default=1, help="torch threads")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads")
     p.add_argument("--out", required=True, help="directory for the table, plots and JSON")
     p.set_defaults(func=cmd_ptq)
 
@@ -310,12 +301,10 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument(
         "--quant-delay", type=_non_negative_int, required=True, help="step at which fake quantization starts"
     )
-    q.add_argument("--steps", type=_positive_int, required=True, help="environment steps per training run")
-    q.add_argument(
-        "--seeds", type=_positive_int, default=3, help="independently trained policies per variant"
-    )
-    q.add_argument("--episodes", type=_positive_int, default=20, help="evaluation episodes per policy")
-    q.add_argument("--threads", type=_positive_int, default=1, help="torch threads")
+    q.add_argument("--steps", type=positive_int, required=True, help="environment steps per training run")
+    q.add_argument("--seeds", type=positive_int, default=3, help="independently trained policies per variant")
+    q.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes per policy")
+    q.add_argument("--threads", type=positive_int, default=1, help="torch threads")
     q.add_argument("--out", required=True, help="directory for the models, table and JSON")
     q.set_defaults(func=cmd_qat)
 
@@ -333,11 +322,11 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
 
     m = subparsers.add_parser("mixed-precision", help="fp32 vs mixed precision DQN training (Policy A/B/C)")
     m.add_argument("--env", default="CartPole-v1", help="gymnasium id to train on")
-    m.add_argument("--steps", type=_positive_int, default=20_000, help="environment steps per training run")
+    m.add_argument("--steps", type=positive_int, default=20_000, help="environment steps per training run")
     m.add_argument("--sizes", default="A,B,C", help="subset of A (64x64), B (256x256), C (1024x1024)")
-    m.add_argument("--eval-every", type=_positive_int, default=2000, help="steps between evaluations")
+    m.add_argument("--eval-every", type=positive_int, default=2000, help="steps between evaluations")
     m.add_argument("--seed", type=int, default=0, help="training seed")
-    m.add_argument("--threads", type=_positive_int, default=1, help="torch threads")
+    m.add_argument("--threads", type=positive_int, default=1, help="torch threads")
     m.add_argument("--out", required=True, help="directory for the curves, table and JSON")
     m.set_defaults(func=cmd_mixed_precision)
 
@@ -362,11 +351,11 @@ def add_bench_parser(bench_subparsers: argparse._SubParsersAction) -> None:
     d.add_argument("--backends", default="onnx,torchscript", help="comma list of onnx, torchscript")
     d.add_argument(
         "--obs-dim",
-        type=_positive_int,
+        type=positive_int,
         default=512,
         help="observation size of policies I-III (Air Learning's)",
     )
-    d.add_argument("--iters", type=_positive_int, default=2000, help="timed inferences per model")
+    d.add_argument("--iters", type=positive_int, default=2000, help="timed inferences per model")
     d.add_argument("--no-memory-limit", action="store_true", help="skip the RLIMIT_AS runs")
     d.add_argument("--models-dir", default=None, help="keep the exported models here (default: temporary)")
     _policy_args(d, required=False)
