@@ -1,0 +1,211 @@
+"""Each role's progress as one typed status record: what launchers, supervisors and resumes read.
+
+A role replaces ``RUN_DIR/<label>/status.json`` atomically (write a temporary file, then ``os.replace``) every
+``log_period_s`` and when it stops, so a reader sees the previous record or the new one, never half of one. The
+records are the contract between roles and everything that watches them: the run supervisor (stop conditions, the
+live view, summary.json), a restarted or resumed role (its counters), and placements whose roles live on other
+hosts (the Ray placement asks the role for the same record instead of reading the file). Metrics CSV and TensorBoard
+files are for people; nothing reads them to make a decision.
+
+A field renamed here breaks every reader at import or in the unit tests (``tests/unit/test_status.py``), not in the
+middle of a run: records are parsed into these dataclasses and unknown or missing fields are a
+:class:`StatusError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+STATUS_FILE = "status.json"
+"""The file name of a role's status record inside its directory (``RUN_DIR/<label>/``)."""
+
+
+class StatusError(ValueError):
+    """A status record that is not one this version of ActorQ writes (unknown role, fields missing or extra)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoleStatus:
+    """What every role reports."""
+
+    role: str
+    """Role name: replay, learner, quantizer, actor or evaluator."""
+    label: str
+    """Role label: the role name, or ``actor_<i>`` for actor i."""
+    pid: int = field(default_factory=os.getpid)
+    """Process id of the process running the role."""
+    host: str = field(default_factory=socket.gethostname)
+    """Host name of the machine running the role."""
+    time: float = field(default_factory=time.time)
+    """Unix time the record was written."""
+    started: float = 0.0
+    """Unix time this process started the role."""
+    cpu_s: float | None = None
+    """CPU seconds of the role's process (None when the role shares its process, e.g. the in-process launcher)."""
+    step: int = 0
+    """The role's main counter: learner steps (learner), completed env steps over all its environments (actor),
+    the learner step last quantized (quantizer), the learner step last evaluated (evaluator), experience inserts
+    (replay)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayStatus(RoleStatus):
+    """The replay server."""
+
+    port: int = 0
+    """The port the Reverb server listens on."""
+    size: int = 0
+    """Items in the experience table."""
+    inserts: int = 0
+    """Experience inserts completed (the rate limiter's count)."""
+    samples: int = 0
+    """Experience samples completed (the rate limiter's count)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearnerStatus(RoleStatus):
+    """The learner."""
+
+    steps_per_s: float = 0.0
+    """Learner steps per second over the last period."""
+    published: int = 0
+    """fp32 weight messages published to the quantizer."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class QuantizerStatus(RoleStatus):
+    """The parameter quantizer."""
+
+    version: int = 0
+    """Version of the last policy message it published (versions continue above this after a restart)."""
+    message_bytes: int = 0
+    """Size of the last policy message."""
+    quantize_ms: float = 0.0
+    """Time the last quantization took."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActorStatus(RoleStatus):
+    """One actor process (all of its environments)."""
+
+    episodes: int = 0
+    """Episodes finished over all its environments."""
+    steps_per_s: float = 0.0
+    """Env steps per second over the last period."""
+    weights_version: int = -1
+    """Version of the policy weights it acts with (-1: none yet)."""
+    weights_learner_step: int = -1
+    """Learner step those weights came from (-1: none yet)."""
+    episode_return: float | None = None
+    """Return of the last finished episode."""
+    broadcasts_received: int = 0
+    """Weight messages installed."""
+    rejected_messages: int = 0
+    """Weight messages refused (forged, stale, corrupt, for another network)."""
+    breakdown_s: dict[str, float] = field(default_factory=dict)
+    """Seconds spent per runtime component (``actorq.timers.BREAKDOWN_COMPONENTS``) since the role started."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evaluation:
+    """One evaluation of the learner's fp32 policy."""
+
+    time: float
+    """Unix time the evaluation finished."""
+    learner_step: int
+    """Learner step of the evaluated weights."""
+    actor_steps: int
+    """Experience inserts (env steps over all actors) when it began."""
+    eval_return: float
+    """Mean undiscounted return over the evaluation episodes."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluatorStatus(RoleStatus):
+    """The evaluator."""
+
+    evaluations: tuple[Evaluation, ...] = ()
+    """Every evaluation of this run so far, in order (a few hundred at most: one per ``evaluator.period_s``)."""
+    rejected_messages: int = 0
+    """Learner weight messages refused."""
+
+
+RECORDS: dict[str, type[RoleStatus]] = {
+    "replay": ReplayStatus,
+    "learner": LearnerStatus,
+    "quantizer": QuantizerStatus,
+    "actor": ActorStatus,
+    "evaluator": EvaluatorStatus,
+}
+"""The status record type of each role."""
+
+
+def to_dict(record: RoleStatus) -> dict[str, Any]:
+    """The record as plain JSON-ready values."""
+    return dataclasses.asdict(record)
+
+
+def from_dict(data: Any) -> RoleStatus:
+    """Parse a record written by :func:`to_dict` (or read from a file).
+
+    Raises:
+        StatusError: Not a mapping, an unknown role, or fields missing or not of this role's record.
+    """
+    if not isinstance(data, dict):
+        raise StatusError(f"a status record is a JSON object, got {type(data).__name__}")
+    cls = RECORDS.get(data.get("role"))  # type: ignore[arg-type]
+    if cls is None:
+        raise StatusError(f"unknown role {data.get('role')!r} in status record; roles: {', '.join(RECORDS)}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    extra = sorted(set(data) - names)
+    if extra:
+        raise StatusError(f"{cls.__name__} has no field(s) {', '.join(extra)}")
+    values = dict(data)
+    if cls is EvaluatorStatus:
+        try:
+            values["evaluations"] = tuple(Evaluation(**e) for e in data.get("evaluations", ()))
+        except TypeError as exc:
+            raise StatusError(f"bad evaluation entry in status record: {exc}") from None
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise StatusError(f"bad {cls.__name__}: {exc}") from None
+
+
+def write_status(directory: str | Path, record: RoleStatus) -> None:
+    """Replace ``directory/status.json`` with ``record`` atomically; a failed write (full disk) is logged, not raised:
+    it must not stop the role, it only makes the record older."""
+    path = Path(directory) / STATUS_FILE
+    tmp = path.with_name(f".{STATUS_FILE}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(to_dict(record)))
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("could not write %s: %s", path, exc)
+
+
+def read_status(directory: str | Path) -> RoleStatus | None:
+    """The record in ``directory/status.json``; None when there is none yet or it cannot be read as one (logged)."""
+    path = Path(directory) / STATUS_FILE
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("cannot read %s: %s", path, exc)
+        return None
+    try:
+        return from_dict(json.loads(text))
+    except (ValueError, StatusError) as exc:
+        log.warning("ignoring %s: %s", path, exc)
+        return None
