@@ -288,3 +288,67 @@ def test_ray_version_is_the_locked_one(cluster):
         line.split("==", 1) for line in (ROOT / "requirements.lock").read_text().splitlines() if "==" in line
     )
     assert cluster["spec"]["rayVersion"] == pins.get("ray", "2.48.0") == "2.48.0"
+
+
+def _shell_commands(markdown: Path) -> list[list[str]]:
+    """Every command line of the markdown's code blocks, continuation lines joined, split as a shell would."""
+    found = re.findall(r"^ *```(\w*)\n(.*?)^ *```", markdown.read_text(), re.S | re.M)
+    blocks = [body for language, body in found if language in ("", "bash", "sh")]
+    lines = "\n".join(re.sub(r"\\\n\s*", " ", b) for b in blocks).splitlines()
+    commands = []
+    for line in lines:
+        try:
+            commands.append(shlex.split(line, comments=True))
+        except ValueError:  # a diagram or prose in a plain code block, not a command
+            continue
+    return [c for c in commands if c]
+
+
+def _flags(argv: list[str]) -> dict[str, str]:
+    """Each argument mapped to the one after it (the value of a ``--flag VALUE`` pair)."""
+    return dict(zip(argv, argv[1:], strict=False))
+
+
+@pytest.mark.parametrize("markdown", ["docker/kuberay/README.md", "README.md"])
+def test_documented_commands_match_the_manifest(markdown, objects, cluster):
+    """The documented `kubectl exec ... actorq train` line uses the Secret's path, the Service's port, the learner
+    group's GPU and the head's run volume; the documented Secret is the one the pods mount."""
+    groups = _groups(cluster)
+    head = _ray_container(groups["head"])
+    key_file = next(e["value"] for e in head["env"] if e["name"] == KEY_ENV)
+    (service,) = [o for o in objects if o["kind"] == "Service"]
+    commands = _shell_commands(ROOT / markdown)
+    trains = [  # the arguments of `actorq train` in `kubectl ... exec ... -- actorq train ARGS`
+        c[i + 2 :]
+        for c in commands
+        if c[0] == "kubectl"
+        for i in range(len(c) - 1)
+        if c[i] == "actorq" and c[i + 1] == "train"
+    ]
+    (argv,) = [a for a in trains if "--resume" not in a and "..." not in a]
+    flags = _flags(argv)
+    overrides = dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
+    assert flags["--launcher"] == "ray" and flags["--weights-key-file"] == key_file
+    assert int(overrides["replay.port"]) == service["spec"]["ports"][0]["port"]
+    gpus = int(_ray_container(groups["learner"])["resources"]["limits"]["nvidia.com/gpu"])
+    assert float(overrides["ray.learner_gpus"]) == gpus
+    runs = next(m["mountPath"] for m in head["volumeMounts"] if m["name"] == "runs")
+    assert Path(flags["--run-dir"]).parent == Path(runs)
+    actor_cpus = groups["actors"]["replicas"] * int(
+        _ray_container(groups["actors"])["resources"]["limits"]["cpu"]
+    )
+    assert int(flags["--actors"]) <= actor_cpus, "more actors than actor CPUs (actor.threads=1 each)"
+    for resume in (a for a in trains if "--resume" in a):
+        assert _flags(resume)["--weights-key-file"] == key_file
+    secrets = [c for c in commands if c[:1] == ["kubectl"] and "secret" in c and "create" in c]
+    assert secrets and all(
+        SECRET_NAME in c and any(a.startswith("--from-file=weights.key=") for a in c) for c in secrets
+    )
+    if (
+        "ray" in config_schema.LAUNCHERS
+    ):  # once the ray launcher is merged, the real parser must accept the line
+        from actorq.cli import build_parser
+
+        args, extra = build_parser().parse_known_args(["train", *argv])
+        assert [e for e in extra if "=" not in e] == [], f"flags actorq train does not know: {extra}"
+        assert args.launcher == "ray"
