@@ -131,10 +131,14 @@ def test_core_objects_are_valid_kubernetes_1_33(objects, cluster):
         kubernetes_validate.validate(cluster, KUBERNETES_VERSION, strict=True)
 
 
-def test_core_validation_rejects_a_misspelt_field(objects):
+def test_core_validation_rejects_a_misspelt_field(objects, cluster):
     service = copy.deepcopy(next(o for o in objects if o["kind"] == "Service"))
     service["spec"]["selectr"] = service["spec"].pop("selector")
     assert _core_errors(service) is not None
+    template = copy.deepcopy(_groups(cluster)["learner"]["template"])
+    template["spec"]["containers"][0]["securityContext"]["runAsNonroot"] = True
+    pod = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "x"}, "template": template}
+    assert "runAsNonroot" in (_core_errors(pod) or "")
 
 
 def test_raycluster_matches_the_kuberay_v1_4_2_crd(cluster):
