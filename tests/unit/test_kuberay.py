@@ -348,9 +348,8 @@ def test_documented_commands_match_the_manifest(markdown, objects, cluster):
     assert secrets and all(
         SECRET_NAME in c and any(a.startswith("--from-file=weights.key=") for a in c) for c in secrets
     )
-    if (
-        "ray" in config_schema.LAUNCHERS
-    ):  # once the ray launcher is merged, the real parser must accept the line
+    # Once the ray launcher is merged, the real parser must accept the documented line.
+    if "ray" in config_schema.LAUNCHERS:
         from actorq.cli import build_parser
 
         args, extra = build_parser().parse_known_args(["train", *argv])
