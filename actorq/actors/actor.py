@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import dm_env
 import numpy as np
 
+from actorq import algorithms
 from actorq.actors.policy import QuantizedPolicy
 from actorq.config import ExperimentConfig
 from actorq.core import Adder, WeightSubscriber
@@ -41,25 +42,6 @@ from actorq.timers import Timers
 log = logging.getLogger(__name__)
 
 REJECT_LOG_PERIOD_S = 10.0
-
-
-def exploration_sigma(actor_id: int, num_actors: int, sigma_max: float) -> float:
-    """D4PG Gaussian sigma of exploration stream ``actor_id`` of ``num_actors``: evenly spread over (0, sigma_max].
-
-    sigma_i = sigma_max * (i + 1) / N. The paper spread sigma "uniformly between 0 and 0.2"; we leave out the
-    zero end so that no actor's experience is entirely noise-free (a sigma-0 actor only repeats the policy).
-    """
-    return sigma_max * (actor_id + 1) / num_actors
-
-
-def exploration_epsilon(actor_id: int, num_actors: int, eps_min: float, eps_max: float) -> float:
-    """DQN epsilon of exploration stream ``actor_id``: log-uniform from eps_max (stream 0) to eps_min (the last).
-
-    epsilon_i = eps_max * (eps_min / eps_max) ** (i / (N - 1)), as Ape-X spreads epsilons; eps_max when N == 1.
-    """
-    if num_actors == 1 or eps_max == 0:
-        return eps_max
-    return float(eps_max * (max(eps_min, 1e-8) / eps_max) ** (actor_id / (num_actors - 1)))
 
 
 @dataclass
@@ -111,16 +93,13 @@ class QuantizedActor:
         self._subscriber = subscriber
         self._rng = np.random.default_rng(seed)
         self._low, self._high = action_low, action_high
-        self._discrete = config.algorithm == "dqn"
+        self._algorithm = algorithms.get(config.algorithm)
         streams = config.actor.num_actors * self.num_envs
         ids = [actor_id * self.num_envs + j for j in range(self.num_envs)]
-        self.sigmas = np.array(
-            [exploration_sigma(i, streams, config.actor.sigma_max) for i in ids], dtype=np.float32
-        )
-        self.epsilons = np.array(
-            [exploration_epsilon(i, streams, config.actor.epsilon_min, config.actor.epsilon_max) for i in ids]
-        )
-        self.sigma, self.epsilon = float(self.sigmas[0]), float(self.epsilons[0])
+        # Environment j explores as stream actor_id * envs + j of all the actors' streams, at the level the
+        # algorithm gives that stream (D4PG: a Gaussian sigma; DQN: an epsilon).
+        self.exploration = self._algorithm.exploration_levels(ids, streams, config)
+        self.exploration_level = float(self.exploration[0])
         self.timers = timers or Timers()
         self.weights = WeightState()
         self._key = key
@@ -160,31 +139,18 @@ class QuantizedActor:
         """The action for environment 0's ``[obs_dim]`` observation (its own exploration)."""
         with self.timers.time("inference"):
             out = self._policy(observation)
-        if self._discrete:
-            if self._rng.random() < self.epsilon:
-                return np.int32(self._rng.integers(out.shape[-1]))
-            return np.int32(np.argmax(out))
-        action = out.reshape(-1)
-        if self.sigma > 0:
-            action = action + self._rng.normal(0.0, self.sigma, size=action.shape).astype(np.float32)
-        return np.clip(action, self._low, self._high).astype(np.float32)
+        return self._algorithm.explore(
+            np.asarray(out).reshape(1, -1), self._rng, self.exploration, self._low, self._high
+        )[0]
 
     def select_actions(self, observations: np.ndarray) -> list[np.ndarray]:
         """Actions for ``[num_envs, obs_dim]`` observations: one batched forward, then each environment's own
-        exploration (env j: ``sigmas[j]`` / ``epsilons[j]``). One environment takes :meth:`select_action`'s path."""
+        exploration (env j at ``exploration[j]``). One environment takes :meth:`select_action`'s path."""
         if self.num_envs == 1:
             return [self.select_action(observations[0])]
         with self.timers.time("inference"):
             out = self._policy(observations)
-        n = out.shape[0]
-        if self._discrete:
-            greedy = np.argmax(out, axis=-1)
-            explore = self._rng.random(n) < self.epsilons[:n]
-            random = self._rng.integers(out.shape[-1], size=n)
-            return [np.int32(a) for a in np.where(explore, random, greedy)]
-        noise = self._rng.standard_normal(out.shape).astype(np.float32) * self.sigmas[:n, None]
-        actions = np.clip(out + noise, self._low, self._high).astype(np.float32)
-        return list(actions)
+        return self._algorithm.explore(out, self._rng, self.exploration, self._low, self._high)
 
     def observe_first(self, timestep: dm_env.TimeStep, env: int = 0) -> None:
         """Environment ``env`` started an episode."""

@@ -67,7 +67,7 @@ class QuantizedPolicy:
     """The actor's policy network at one precision, fed by weight messages.
 
     Args:
-        algorithm: ``"d4pg"`` (deterministic action in bounds) or ``"dqn"`` (Q-values).
+        algorithm: A registered algorithm's name (``"d4pg"``: action in bounds; ``"dqn"``: Q-values).
         obs_dim: Flat observation size.
         out_dim: Action dimensions (D4PG) or number of actions (DQN).
         layers: Hidden widths (must match the learner's).

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from actorq import algorithms
 from actorq.bench.floors import batching_notes
 from actorq.bench.pool import Variant, WorkerPool, machine_info
 from actorq.bench.summary import amdahl_notes, format_table, summarize
@@ -58,15 +59,13 @@ def reference_state(config: ExperimentConfig, seed: int = 0) -> dict[str, np.nda
     import torch
 
     from actorq.envs import environment_spec
-    from actorq.networks.torch_nets import D4PGPolicy, QNetwork
 
     spec = environment_spec(config.env)
     torch.manual_seed(seed)
-    layers = tuple(config.network.policy_layers)
-    if config.algorithm == "d4pg":
-        model = D4PGPolicy(spec.obs_dim, spec.num_actions, layers, spec.action_low, spec.action_high)
-    else:
-        model = QNetwork(spec.obs_dim, spec.num_actions, layers)
+    make = algorithms.get(config.algorithm).torch_policy.load()
+    model = make(
+        spec.obs_dim, spec.num_actions, tuple(config.network.policy_layers), spec.action_low, spec.action_high
+    )
     return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
 
 

@@ -137,10 +137,10 @@ def prefill(client: Any, config: ExperimentConfig, transitions: int, seed: int =
     timestep = env.reset()
     adder.add_first(timestep)
     while written < transitions:
-        if config.algorithm == "d4pg":
-            action = rng.uniform(spec.minimum, spec.maximum, size=spec.shape).astype(spec.dtype)
-        else:
+        if hasattr(spec, "num_values"):  # a discrete task (dm_env DiscreteArray): a random action index
             action = np.asarray(rng.integers(spec.num_values), dtype=spec.dtype)
+        else:
+            action = rng.uniform(spec.minimum, spec.maximum, size=spec.shape).astype(spec.dtype)
         timestep = env.step(action)
         adder.add(action, timestep)
         written += 1

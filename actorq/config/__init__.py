@@ -27,9 +27,9 @@ from actorq.config.loading import (
     validate,
 )
 from actorq.config.schema import (
-    ALGORITHMS,
     AUTO_COMM_BITS,
     COMM_BITS,
+    GYM_TASKS,
     KERNELS,
     LAUNCHERS,
     PRECISIONS,
@@ -45,9 +45,9 @@ from actorq.config.schema import (
 )
 
 __all__ = [
-    "ALGORITHMS",
     "AUTO_COMM_BITS",
     "COMM_BITS",
+    "GYM_TASKS",
     "KERNELS",
     "LAUNCHERS",
     "PRECISIONS",

@@ -16,9 +16,10 @@ from typing import Any
 
 import yaml
 
+from actorq import algorithms
 from actorq.config.schema import (
-    ALGORITHMS,
     COMM_BITS,
+    GYM_TASKS,
     KERNELS,
     LAUNCHERS,
     PRECISIONS,
@@ -142,7 +143,7 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
             raise ConfigError(f"{key}={value!r} must be {'>= 0' if allow_zero else '> 0'}")
 
     _check_finite(config)
-    choice("algorithm", config.algorithm, ALGORITHMS)
+    choice("algorithm", config.algorithm, algorithms.names())
     choice("env.suite", config.env.suite, SUITES)
     choice("actor.precision", config.actor.precision, (*PRECISIONS, "auto"))
     if config.actor.precision == "auto":
@@ -156,10 +157,7 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
     choice("launcher", config.launcher, LAUNCHERS)
     if config.quantizer.comm_bits != 0:
         choice("quantizer.comm_bits", config.quantizer.comm_bits, COMM_BITS)
-    if config.algorithm == "d4pg" and config.env.suite == "gym" and config.env.task in _DISCRETE_GYM:
-        raise ConfigError(f"env.task={config.env.task} has discrete actions: use algorithm: dqn")
-    if config.algorithm == "dqn" and config.env.suite == "dmc":
-        raise ConfigError("algorithm dqn needs discrete actions; dm_control tasks are continuous: use d4pg")
+    _check_action_kind(config)
     positive("actor.num_actors", config.actor.num_actors)
     positive("actor.envs_per_actor", config.actor.envs_per_actor)
     positive("actor.update_period", config.actor.update_period)
@@ -232,7 +230,21 @@ def _check_finite(config: Any, prefix: str = "") -> None:
             raise ConfigError(f"{prefix}{f.name}={value!r} must be a finite number")
 
 
-_DISCRETE_GYM = ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")
+def _check_action_kind(config: ExperimentConfig) -> None:
+    """The algorithm must learn the task's kind of actions (an unknown task is the environment's error)."""
+    if config.env.suite == "dmc":
+        kind = "continuous"
+    elif config.env.task in GYM_TASKS:
+        kind = GYM_TASKS[config.env.task]
+    else:
+        return
+    algorithm = algorithms.get(config.algorithm)
+    if ("discrete" if algorithm.discrete else "continuous") != kind:
+        fitting = [n for n in algorithms.names() if algorithms.get(n).discrete == (kind == "discrete")]
+        raise ConfigError(
+            f"env.task={config.env.task} has {kind} actions and algorithm {config.algorithm} learns "
+            f"{'discrete' if algorithm.discrete else 'continuous'} ones: use algorithm: {' or '.join(fitting)}"
+        )
 
 
 def config_from_dict(data: dict[str, Any], overrides: list[str] | None = None) -> ExperimentConfig:

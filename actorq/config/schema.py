@@ -23,10 +23,18 @@ COMM_BITS = (32, 16, 8, 4, 2)
 """Bit widths a run may put weights on the wire with (32 = fp32, 16 = fp16, <= 8 = packed affine codes); a subset
 of what the codec can carry (:data:`actorq.quantize.header.WIRE_BITS`)."""
 
-ALGORITHMS = ("d4pg", "dqn")
-"""The learning algorithms (Acme's D4PG for continuous control, DQN for discrete actions)."""
 SUITES = ("dmc", "gym")
 LAUNCHERS = ("launchpad", "local", "inprocess")
+
+GYM_TASKS = {
+    "CartPole-v1": "discrete",
+    "MountainCar-v0": "discrete",
+    "Acrobot-v1": "discrete",
+    "MountainCarContinuous-v0": "continuous",
+    "Pendulum-v1": "continuous",
+}
+"""Gymnasium tasks ActorQ runs and their kind of actions (classic control); every dm_control task is continuous.
+A config's algorithm must learn that kind (``actorq.algorithms``: ``discrete``)."""
 
 AUTO_COMM_BITS = {"fp32": 32, "fp16": 16, "int8": 8, "auto": 32}
 """Communication bits used when ``quantizer.comm_bits`` is left unset: the actor precision's natural width
@@ -187,7 +195,8 @@ class EvaluatorConfig:
 @dataclass(frozen=True)
 class ExperimentConfig:
     algorithm: str = "d4pg"
-    """Learning algorithm: d4pg (continuous control) or dqn (discrete)."""
+    """Learning algorithm, a name registered in ``actorq.algorithms``: d4pg (continuous control) or dqn
+    (discrete actions)."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """The task."""
     network: NetworkConfig = field(default_factory=NetworkConfig)

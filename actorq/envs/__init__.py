@@ -14,7 +14,7 @@ import dm_env
 import numpy as np
 from dm_env import specs
 
-from actorq.config import EnvConfig
+from actorq.config import GYM_TASKS, EnvConfig
 
 log = logging.getLogger(__name__)
 
@@ -22,15 +22,6 @@ log = logging.getLogger(__name__)
 # A user who wants rendering sets MUJOCO_GL (egl/osmesa/glfw) and that wins.
 if not os.environ.get("DISPLAY"):
     os.environ.setdefault("MUJOCO_GL", "disable")
-
-GYM_TASKS = {
-    "CartPole-v1": "discrete",
-    "MountainCar-v0": "discrete",
-    "Acrobot-v1": "discrete",
-    "MountainCarContinuous-v0": "continuous",
-    "Pendulum-v1": "continuous",
-}
-"""Gymnasium tasks ActorQ runs (classic control; discrete ones use DQN, continuous ones D4PG)."""
 
 
 _ZERO = np.float32(0.0)

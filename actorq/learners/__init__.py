@@ -1,6 +1,8 @@
 """Full-precision TensorFlow learners built on Acme's own D4PG and DQN learners (never torch).
 
-``make_learner(config, environment_spec, replay_address, checkpoint_dir)`` returns an :class:`AcmeLearner`:
+``make_learner(config, environment_spec, replay_address, checkpoint_dir)`` asks the config's algorithm
+(:mod:`actorq.algorithms`) for its learner builder (``build_d4pg_learner``, ``build_dqn_learner`` here, one
+signature) and returns an :class:`AcmeLearner`:
 ``step()`` takes one Acme learner step, ``get_variables()`` returns the policy's fp32 variables keyed by their TF
 names (what ``actorq.networks.mapping`` converts to torch keys), ``save(force)`` checkpoints learner variables,
 optimizer state and counters through Acme's checkpointer (restored automatically on construction).
@@ -24,6 +26,7 @@ from acme.tf import savers as tf2_savers
 from acme.tf import utils as tf2_utils
 from acme.utils import counting
 
+from actorq import algorithms
 from actorq.config import ExperimentConfig
 from actorq.learners.dense import use_einsum_dense
 from actorq.networks import tf_nets
@@ -201,14 +204,21 @@ class AcmeLearner:
         return self._policy
 
 
-def _make_d4pg(config, spec, iterator, counter, results, checkpoint_dir) -> AcmeLearner:
+def build_d4pg_learner(
+    config: ExperimentConfig,
+    spec: acme_specs.EnvironmentSpec,
+    replay_address: str,
+    counter: counting.Counter,
+    results: Any,
+    checkpoint_dir: str | Path | None,
+) -> AcmeLearner:
+    """Acme's D4PG learner on :mod:`actorq.algorithms.d4pg`'s settings (its ``learner_builder``)."""
+    from actorq.replay.experience import make_dataset_iterator
+
+    d4pg = algorithms.get("d4pg").settings(config)
+    iterator = make_dataset_iterator(replay_address, config)
     nets = tf_nets.make_d4pg_networks(
-        spec.actions,
-        config.network.policy_layers,
-        config.network.critic_layers,
-        config.network.vmin,
-        config.network.vmax,
-        config.network.num_atoms,
+        spec.actions, config.network.policy_layers, d4pg.critic_layers, d4pg.vmin, d4pg.vmax, d4pg.num_atoms
     )
     policy, critic = nets["policy"], nets["critic"]
     if config.learner.einsum_dense:
@@ -218,8 +228,8 @@ def _make_d4pg(config, spec, iterator, counter, results, checkpoint_dir) -> Acme
         tf2_utils.create_variables(net, [spec.observations])
     for net in (critic, target_critic):
         tf2_utils.create_variables(net, [spec.observations, spec.actions])
-    policy_opt = snt.optimizers.Adam(config.learner.policy_lr)
-    critic_opt = snt.optimizers.Adam(config.learner.critic_lr)
+    policy_opt = snt.optimizers.Adam(d4pg.policy_lr)
+    critic_opt = snt.optimizers.Adam(d4pg.critic_lr)
     learner = d4pg_learning.D4PGLearner(
         policy_network=policy,
         critic_network=critic,
@@ -270,10 +280,19 @@ def _make_d4pg(config, spec, iterator, counter, results, checkpoint_dir) -> Acme
     )
 
 
-def _make_dqn(config, spec, address, counter, results, checkpoint_dir) -> AcmeLearner:
+def build_dqn_learner(
+    config: ExperimentConfig,
+    spec: acme_specs.EnvironmentSpec,
+    address: str,
+    counter: counting.Counter,
+    results: Any,
+    checkpoint_dir: str | Path | None,
+) -> AcmeLearner:
+    """Acme's DQN learner on :mod:`actorq.algorithms.dqn`'s settings (its ``learner_builder``)."""
     from actorq.replay.client import new_client
     from actorq.replay.experience import make_dataset
 
+    dqn = algorithms.get("dqn").settings(config)
     network = tf_nets.make_dqn_network(spec.actions.num_values, config.network.policy_layers)
     if config.learner.einsum_dense:
         use_einsum_dense(network)
@@ -284,17 +303,17 @@ def _make_dqn(config, spec, address, counter, results, checkpoint_dir) -> AcmeLe
         network=network,
         target_network=target,
         discount=config.replay.discount,
-        importance_sampling_exponent=config.replay.importance_sampling_exponent,
-        learning_rate=config.learner.learning_rate,
+        importance_sampling_exponent=dqn.importance_sampling_exponent,
+        learning_rate=dqn.learning_rate,
         target_update_period=config.learner.target_update_period,
         dataset=make_dataset(address, config),
-        huber_loss_parameter=config.learner.huber_loss_parameter,
+        huber_loss_parameter=dqn.huber_loss_parameter,
         # Acme's DQN learner writes |TD error| priorities back to the table after every step.
         replay_client=new_client(address) if config.replay.prioritized else None,
         counter=counter,
         logger=results,
         checkpoint=False,
-        max_gradient_norm=config.learner.max_gradient_norm or None,
+        max_gradient_norm=dqn.max_gradient_norm or None,
     )
     objects = dict(learner.state)  # the real optimizer (Acme makes its Adam slots eagerly) is what is saved
     objects["counter"] = counter
@@ -320,12 +339,6 @@ def make_learner(
     replay_address: str,
     checkpoint_dir: str | Path | None = None,
 ) -> AcmeLearner:
-    """Build the configured Acme learner reading from the replay at ``replay_address``."""
-    counter = counting.Counter()
-    results = _LastResult()
-    if config.algorithm == "d4pg":
-        from actorq.replay.experience import make_dataset_iterator
-
-        iterator = make_dataset_iterator(replay_address, config)
-        return _make_d4pg(config, environment_spec, iterator, counter, results, checkpoint_dir)
-    return _make_dqn(config, environment_spec, replay_address, counter, results, checkpoint_dir)
+    """Build the configured algorithm's Acme learner (its ``learner_builder``) reading from ``replay_address``."""
+    build = algorithms.get(config.algorithm).learner_builder.load()
+    return build(config, environment_spec, replay_address, counting.Counter(), _LastResult(), checkpoint_dir)

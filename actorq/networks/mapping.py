@@ -24,7 +24,8 @@ DQN Q-network (``snt.nets.MLP([*layers, num_actions], name="q_network")``)::
     q_network/linear_{n}/w          head.weight        transpose   (n = len(layers))
     q_network/linear_{n}/b          head.bias
 
-TanhToSpec has no variables: the action bounds come from the environment spec on both sides.
+TanhToSpec has no variables: the action bounds come from the environment spec on both sides. Each table is
+written once, in its algorithm's module (``actorq.algorithms.d4pg`` / ``dqn``: ``mapping_rows``).
 """
 
 from __future__ import annotations
@@ -33,19 +34,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from actorq.config import ALGORITHMS
-
-DEFAULT_SCOPES = {"d4pg": "policy", "dqn": "q_network"}
-"""Root name scope of the policy variables as ``tf_nets`` builds them."""
+from actorq import algorithms
 
 
 class MappingError(ValueError):
     """The TF variables don't match the policy architecture: names missing or unexpected, or shapes differ."""
-
-
-def _check_algorithm(algorithm: str) -> None:
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm {algorithm!r} is not one of {ALGORITHMS}")
 
 
 def _check_layers(layers: tuple[int, ...]) -> tuple[int, ...]:
@@ -58,47 +51,18 @@ def _check_layers(layers: tuple[int, ...]) -> tuple[int, ...]:
 def mapping_table(
     algorithm: str, layers: tuple[int, ...], scope: str | None = None
 ) -> list[tuple[str, str, bool]]:
-    """The mapping as rows ``(tf_name, torch_key, transpose)``, in network order.
+    """The mapping as rows ``(tf_name, torch_key, transpose)``, in network order (the algorithm module's rows).
 
     Args:
-        algorithm: ``"d4pg"`` or ``"dqn"``.
+        algorithm: A registered algorithm's name (``"d4pg"``, ``"dqn"``).
         layers: Hidden widths of the policy / Q-network.
-        scope: Root name scope of the TF variables; ``None`` uses :data:`DEFAULT_SCOPES` (what ``tf_nets``
-            builds); ``""`` for a D4PG policy built without a scope (Acme's own ``make_default_networks``).
+        scope: Root name scope of the TF variables; ``None`` uses the algorithm's (what ``tf_nets`` builds);
+            ``""`` for a D4PG policy built without a scope (Acme's own ``make_default_networks``).
     """
-    _check_algorithm(algorithm)
+    algo = algorithms.get(algorithm)
     layers = _check_layers(layers)
-    root = DEFAULT_SCOPES[algorithm] if scope is None else scope
-    p = f"{root}/" if root else ""
-    rows: list[tuple[str, str, bool]] = []
-    if algorithm == "d4pg":
-        torso = f"{p}feedforward_mlp_torso"
-        rows += [
-            (f"{torso}/linear/w", "torso.0.weight", True),
-            (f"{torso}/linear/b", "torso.0.bias", False),
-            (f"{torso}/layer_norm/scale", "norm.weight", False),
-            (f"{torso}/layer_norm/offset", "norm.bias", False),
-        ]
-        for i in range(len(layers) - 1):
-            rows += [
-                (f"{torso}/mlp/linear_{i}/w", f"torso.{i + 1}.weight", True),
-                (f"{torso}/mlp/linear_{i}/b", f"torso.{i + 1}.bias", False),
-            ]
-        rows += [
-            (f"{p}near_zero_initialized_linear/w", "head.weight", True),
-            (f"{p}near_zero_initialized_linear/b", "head.bias", False),
-        ]
-    else:
-        if not root:
-            raise ValueError("the DQN Q-network's variables always live under the MLP's name scope")
-        for i in range(len(layers)):
-            rows += [
-                (f"{p}linear_{i}/w", f"torso.{i}.weight", True),
-                (f"{p}linear_{i}/b", f"torso.{i}.bias", False),
-            ]
-        n = len(layers)
-        rows += [(f"{p}linear_{n}/w", "head.weight", True), (f"{p}linear_{n}/b", "head.bias", False)]
-    return rows
+    root = algo.network.tf_scope if scope is None else scope
+    return algo.mapping_rows(layers, f"{root}/" if root else "")
 
 
 def torch_state_shapes(
@@ -107,19 +71,19 @@ def torch_state_shapes(
     """``{torch key: shape}`` of the actor policy: what an actor expects in a weight message.
 
     Args:
-        algorithm: ``"d4pg"`` or ``"dqn"``.
+        algorithm: A registered algorithm's name.
         obs_dim: Flat observation size.
         out_dim: Action dimensions (D4PG) or number of discrete actions (DQN).
         layers: Hidden widths.
     """
-    _check_algorithm(algorithm)
+    first_layer_norm = algorithms.get(algorithm).network.first_layer_norm
     layers = _check_layers(layers)
     shapes: dict[str, tuple[int, ...]] = {}
     widths = (int(obs_dim), *layers)
     for i, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
         shapes[f"torso.{i}.weight"] = (fan_out, fan_in)
         shapes[f"torso.{i}.bias"] = (fan_out,)
-        if algorithm == "d4pg" and i == 0:
+        if first_layer_norm and i == 0:
             shapes["norm.weight"] = (fan_out,)
             shapes["norm.bias"] = (fan_out,)
     shapes["head.weight"] = (int(out_dim), layers[-1])
@@ -136,7 +100,7 @@ def tf_to_torch_state(
     """Convert policy variables keyed by TF name to a torch state dict (float32, C-contiguous numpy arrays).
 
     Args:
-        algorithm: ``"d4pg"`` or ``"dqn"``.
+        algorithm: A registered algorithm's name.
         tf_vars: ``{tf variable name (no ':0'): array}``, e.g. from ``tf_nets.policy_variables``.
         layers: Hidden widths the actor was configured with.
         scope: Root name scope; see :func:`mapping_table`.

@@ -27,13 +27,13 @@ from acme import specs
 from acme.tf import networks as acme_networks
 from acme.tf import utils as tf2_utils
 
-from actorq.networks.mapping import DEFAULT_SCOPES
+from actorq import algorithms
 
 logger = logging.getLogger(__name__)
 
-POLICY_SCOPE = DEFAULT_SCOPES["d4pg"]
+POLICY_SCOPE = algorithms.get("d4pg").network.tf_scope
 CRITIC_SCOPE = "critic"
-Q_NETWORK_SCOPE = DEFAULT_SCOPES["dqn"]
+Q_NETWORK_SCOPE = algorithms.get("dqn").network.tf_scope
 
 
 def make_d4pg_networks(

@@ -104,6 +104,28 @@ class QNetwork(nn.Module):
         return self.head(x)
 
 
+def d4pg_policy(
+    obs_dim: int,
+    out_dim: int,
+    layers: Sequence[int],
+    action_low: float | np.ndarray = -1.0,
+    action_high: float | np.ndarray = 1.0,
+) -> D4PGPolicy:
+    """The D4PG policy with the algorithms' common factory signature (``Algorithm.torch_policy``)."""
+    return D4PGPolicy(obs_dim, out_dim, layers, action_low, action_high)
+
+
+def q_network(
+    obs_dim: int,
+    out_dim: int,
+    layers: Sequence[int],
+    action_low: float | np.ndarray | None = None,
+    action_high: float | np.ndarray | None = None,
+) -> QNetwork:
+    """The DQN Q-network with the algorithms' common factory signature (a Q-network has no action bounds)."""
+    return QNetwork(obs_dim, out_dim, layers)
+
+
 def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric per-output-row int8 quantization of a float ``[out, in]`` weight.
 

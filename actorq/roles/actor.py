@@ -109,13 +109,13 @@ class ActorRole(RoleBase):
         self._retired: queue.SimpleQueue | None = None
         policy = self.actor.policy
         log.info(
-            "actor %d: %d env(s), precision=%s %s; sigma=%s epsilon=%s",
+            "actor %d: %d env(s), precision=%s %s; exploration (%s) %s",
             actor_id,
             self.num_envs,
             config.actor.precision,
             policy.selection.describe(),
-            np.round(self.actor.sigmas, 3).tolist(),
-            np.round(self.actor.epsilons, 3).tolist(),
+            config.algorithm,
+            np.round(self.actor.exploration, 3).tolist(),
         )
         write_kernel_record(self.dir, policy)
 
@@ -225,8 +225,7 @@ class ActorRole(RoleBase):
             "reconnects": self.reconnects,
             "write_stalls": self._watchdog.stalls,
             "max_write_s": self._watchdog.take_longest(),
-            "sigma": self.actor.sigma,
-            "epsilon": self.actor.epsilon,
+            "exploration": self.actor.exploration_level,
         }
         if self.own_process:
             # CPU seconds of this process (acting, pulls, Reverb's client threads); waits on the rate limiter

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from actorq import algorithms
 from actorq.config import ExperimentConfig
 from actorq.envs import make_environment
 from actorq.metrics import evaluation_row
@@ -64,7 +65,7 @@ class EvaluatorRole(RoleBase):
         self._env = make_environment(config.env, seed=config.seed * 1000 + 999)
         self._fp32 = build_policy(config, precision="fp32")
         self._quantized = build_policy(config) if config.evaluator.evaluate_quantized else None
-        self._discrete = config.algorithm == "dqn"
+        self._algorithm = algorithms.get(config.algorithm)  # its evaluation rule acts in greedy episodes
         self._due = Periodic(config.evaluator.period_s)
         self._first = True
         self.evaluations = 0
@@ -103,7 +104,7 @@ class EvaluatorRole(RoleBase):
             return
         started = time.monotonic()
         returns = [
-            greedy_episode(self._env, self._fp32, self._discrete)
+            greedy_episode(self._env, self._fp32, self._algorithm)
             for _ in range(self.config.evaluator.episodes)
         ]
         row = evaluation_row(
@@ -173,7 +174,7 @@ class EvaluatorRole(RoleBase):
             log.error("evaluator rejected quantized weights: %s: %s", type(exc).__name__, exc)
             return {}
         returns = [
-            greedy_episode(self._env, self._quantized, self._discrete)
+            greedy_episode(self._env, self._quantized, self._algorithm)
             for _ in range(self.config.evaluator.episodes)
         ]
         return {"quantized_return": float(np.mean(returns)), "quantized_learner_step": header.learner_step}

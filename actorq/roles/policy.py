@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from actorq.actors.policy import QuantizedPolicy
+from actorq.algorithms import Algorithm
 from actorq.config import ExperimentConfig
 from actorq.envs import environment_spec
 from actorq.hardware import hardware_record
@@ -52,13 +51,13 @@ def write_kernel_record(directory: Path, policy: QuantizedPolicy) -> None:
     tmp.replace(directory / "kernel.json")
 
 
-def greedy_episode(env, policy: QuantizedPolicy, discrete: bool) -> float:
-    """Return of one episode acting greedily (no exploration) with ``policy``."""
+def greedy_episode(env, policy: QuantizedPolicy, algorithm: Algorithm) -> float:
+    """Return of one episode acting by ``algorithm``'s evaluation rule (no exploration) with ``policy``."""
     timestep = env.reset()
     total = 0.0
     while not timestep.last():
         out = policy(timestep.observation)
-        action = np.int32(np.argmax(out)) if discrete else out.reshape(-1).astype(np.float32)
+        action = algorithm.greedy(out)
         timestep = env.step(action)
         total += float(timestep.reward or 0.0)
     return total

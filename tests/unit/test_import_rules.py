@@ -7,6 +7,9 @@ subcommand modules) and modules started as processes (``[sys.executable, "-m", "
 of a lower level and of its own package; level 0 modules may use each other. Besides: only ``actorq/replay``
 imports reverb; actors and quantize never import TensorFlow; learners and quantize never import torch; nothing
 imports ``actorq.studies`` but the CLI; nothing imports the ``launch/`` scripts, which are not installed.
+``actorq/algorithms`` (level 0) may *name* modules of any level: its ``Ref``s to an algorithm's TF learner and
+torch policy, which only the learner and the actors resolve (``tests/unit/test_algorithms.py`` checks each side);
+it imports only level 0.
 """
 
 from __future__ import annotations
@@ -105,6 +108,8 @@ def violations(parts: tuple[str, ...], source: str, levels: dict[str, int] = LEV
             continue
         if target == "studies" and layer != "cli":
             out.append(f"{what}: nothing but the CLI may use actorq.studies")
+        if kind == "string" and layer == "algorithms":
+            continue  # an algorithm's lazy Ref: named here, imported only by the layer that resolves it
         upward = levels[target] > levels[layer] or (levels[target] == levels[layer] and levels[layer] > 0)
         if upward:
             out.append(

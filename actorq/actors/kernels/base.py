@@ -21,8 +21,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from actorq.config import ALGORITHMS
-from actorq.networks.torch_nets import D4PGPolicy, QNetwork, linear_prefixes, quantize_rows
+from actorq import algorithms
+from actorq.algorithms import Algorithm
+from actorq.networks.torch_nets import linear_prefixes, quantize_rows
 from actorq.quantize.message import EncodedTensor
 
 
@@ -31,12 +32,12 @@ class PolicySpec:
     """The policy network a kernel computes.
 
     Attributes:
-        algorithm: ``"d4pg"`` (deterministic action in bounds) or ``"dqn"`` (Q-values).
+        algorithm: A registered algorithm's name (``"d4pg"``: action in bounds; ``"dqn"``: Q-values).
         obs_dim: Flat observation size.
         out_dim: Action dimensions (D4PG) or number of actions (DQN).
         layers: Hidden widths.
-        action_low: D4PG lower bounds ``[out_dim]`` (ignored for DQN).
-        action_high: D4PG upper bounds ``[out_dim]``.
+        action_low: Lower action bounds ``[out_dim]`` (used by policies with a bounded output).
+        action_high: Upper action bounds ``[out_dim]``.
         threads: Intra-op threads the kernel may use.
     """
 
@@ -60,8 +61,7 @@ class PolicySpec:
         threads: int = 1,
     ) -> PolicySpec:
         """A spec with the bounds broadcast to ``[out_dim]`` (default [-1, 1]) and validated."""
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm {algorithm!r} is not one of {ALGORITHMS}")
+        algorithms.get(algorithm)  # an unknown name fails here, listing the registered ones
         low = np.broadcast_to(np.asarray(-1.0 if action_low is None else action_low, np.float64), (out_dim,))
         high = np.broadcast_to(
             np.asarray(1.0 if action_high is None else action_high, np.float64), (out_dim,)
@@ -78,17 +78,16 @@ class PolicySpec:
 
     def float_model(self) -> nn.Module:
         """The fp32 torch network (eval mode, no gradients)."""
-        if self.algorithm == "d4pg":
-            model: nn.Module = D4PGPolicy(
-                self.obs_dim,
-                self.out_dim,
-                self.layers,
-                np.asarray(self.action_low),
-                np.asarray(self.action_high),
-            )
-        else:
-            model = QNetwork(self.obs_dim, self.out_dim, self.layers)
+        make = self.algo.torch_policy.load()
+        model: nn.Module = make(
+            self.obs_dim, self.out_dim, self.layers, np.asarray(self.action_low), np.asarray(self.action_high)
+        )
         return model.eval().requires_grad_(False)
+
+    @property
+    def algo(self) -> Algorithm:
+        """The algorithm module's description (architecture, verification rule)."""
+        return algorithms.get(self.algorithm)
 
     @property
     def action_range(self) -> np.ndarray:

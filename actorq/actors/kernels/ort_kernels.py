@@ -76,6 +76,7 @@ class OrtKernel(Kernel):
         from onnx import TensorProto, helper, numpy_helper
 
         spec = self.spec
+        net = spec.algo.network
         inits: list = []
         nodes: list = []
         x = "obs"
@@ -83,9 +84,7 @@ class OrtKernel(Kernel):
             x = self._linear(helper, numpy_helper, prefix, x, tensors, inits, nodes)
             if prefix == "head":
                 break
-            if spec.algorithm == "dqn":
-                nodes.append(helper.make_node("Relu", [x], [f"{prefix}.a"]))
-            elif i == 0:
+            if i == 0 and net.first_layer_norm:
                 inits += [
                     numpy_helper.from_array(float32(tensors["norm.weight"]), "norm.w"),
                     numpy_helper.from_array(float32(tensors["norm.bias"]), "norm.b"),
@@ -100,10 +99,12 @@ class OrtKernel(Kernel):
                     )
                 )
                 nodes.append(helper.make_node("Tanh", ["norm.y"], [f"{prefix}.a"]))
-            else:
+            elif net.activation == "elu":
                 nodes.append(helper.make_node("Elu", [x], [f"{prefix}.a"], alpha=1.0))
+            else:
+                nodes.append(helper.make_node("Relu", [x], [f"{prefix}.a"]))
             x = f"{prefix}.a"
-        if spec.algorithm == "d4pg":
+        if net.bounded_output:
             # TanhToSpec: (tanh(h) + 1) / 2 * (high - low) + low, with the bounds in float32 as the learner has them.
             scale = np.asarray(spec.action_range, np.float32)
             inits += [

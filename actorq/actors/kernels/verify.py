@@ -17,14 +17,9 @@ on the grid); a ``vpmaddubsw`` kernel fed 8-bit activations clips each pair sum 
 kernel's). A kernel must pass both probes.
 
 Bounds (what a correct kernel of each precision stays within; a wrong one, e.g. a saturating int8 GEMM, is far
-outside them):
-
-* D4PG: ``max |a - a_fp32| / (high - low)`` over probes and action dimensions <= 3% (int8), 0.3% (fp16),
-  1e-4 (fp32 kernels: reassociation only).
-* DQN, int8: greedy actions agree on >= 99% of the decisive probes (those whose fp32 best and second-best
-  Q-values differ by more than 6% of max |Q|: a near-tie may flip under any 8-bit rounding and says nothing about
-  the kernel), and ``max |Q - Q_fp32| / max |Q_fp32|`` <= 10% (so a wrong kernel can't pass on few decisive probes).
-  fp16: relative Q error <= 0.3%; fp32 kernels: 1e-4.
+outside them) are the algorithm's: ``Algorithm.verify`` and ``verification_bounds`` in its module
+(:mod:`actorq.algorithms.d4pg`: error relative to the action range; :mod:`actorq.algorithms.dqn`: error relative to
+max |Q| plus greedy-action agreement for int8).
 """
 
 from __future__ import annotations
@@ -38,14 +33,6 @@ from actorq.actors.kernels.base import Kernel, PolicySpec, prefixes
 from actorq.actors.kernels.torch_kernels import Fp32Torch
 from actorq.quantize.message import EncodedTensor
 
-D4PG_BOUNDS = {"fp32": 1e-4, "fp16": 3e-3, "int8": 0.03}
-"""Max error / action range per precision."""
-DQN_BOUNDS = {"fp32": 1e-4, "fp16": 3e-3, "int8": 0.10}
-"""Max |Q error| / max |Q| per precision."""
-DQN_MIN_AGREEMENT = 0.99
-"""int8 DQN: fraction of decisive probes whose greedy action must agree with fp32."""
-DQN_DECISIVE_GAP = 0.06
-"""A probe is decisive when its fp32 top-2 Q gap exceeds this fraction of max |Q| (2x the int8 error scale)."""
 PROBES = 128
 """Probe observations per check."""
 
@@ -61,9 +48,9 @@ class Check:
     kernel: str
     ok: bool
     error: float
-    """Max error relative to the action range (D4PG) or to max |Q| (DQN)."""
+    """The algorithm's error measure (D4PG: relative to the action range; DQN: to max |Q|)."""
     detail: str
-    """Human-readable: the measure, the bound and (DQN) the agreement."""
+    """Human-readable: the measure, the bound and whatever else the algorithm's rule checked."""
 
 
 def probe_tensors(spec: PolicySpec, seed: int = 0) -> dict[str, EncodedTensor]:
@@ -81,7 +68,7 @@ def probe_tensors(spec: PolicySpec, seed: int = 0) -> dict[str, EncodedTensor]:
         )
         bias = (0.1 * rng.standard_normal(fan_out)).astype(np.float32)
         tensors[f"{prefix}.bias"] = EncodedTensor(f"{prefix}.bias", (fan_out,), "f32", bias, 32)
-    if spec.algorithm == "d4pg":
+    if spec.algo.network.first_layer_norm:
         width = spec.layers[0]
         norm_w = (1.0 + 0.2 * rng.standard_normal(width)).astype(np.float32)
         norm_b = (0.1 * rng.standard_normal(width)).astype(np.float32)
@@ -97,8 +84,8 @@ SATURATION_HEAD_OUTPUT = 0.3
 def saturation_tensors(spec: PolicySpec) -> dict[str, EncodedTensor]:
     """A message whose int8 layers see constant top-of-grid activations and +127 codes (module docstring).
 
-    Layer 0 has zero weights and bias 1, so the next activation is ``tanh(1)`` (D4PG, after a LayerNorm whose
-    output is its bias 1 on a constant input) or ``relu(1) = 1`` (DQN), whatever the observation. Each later
+    Layer 0 has zero weights and bias 1, so the next activation is ``tanh(1)`` (a first LayerNorm, D4PG's, outputs
+    its bias 1 on a constant input) or ``relu(1) = elu(1) = 1``, whatever the observation. Each later
     hidden layer has codes +127 and per-row scale ``1 / (a * 127 * fan_in)`` for its constant input ``a``, so it
     outputs 1 (and ``elu(1) = relu(1) = 1``); head row ``j`` outputs ``SATURATION_HEAD_OUTPUT * (j + 1) /
     out_dim`` the same way.
@@ -106,7 +93,7 @@ def saturation_tensors(spec: PolicySpec) -> dict[str, EncodedTensor]:
     widths = [spec.obs_dim, *spec.layers, spec.out_dim]
     names = prefixes(spec)
     tensors: dict[str, EncodedTensor] = {}
-    activation = float(np.tanh(1.0)) if spec.algorithm == "d4pg" else 1.0
+    activation = float(np.tanh(1.0)) if spec.algo.network.first_layer_norm else 1.0
     for i, ((fan_in, fan_out), prefix) in enumerate(
         zip(zip(widths[:-1], widths[1:], strict=False), names, strict=True)
     ):
@@ -126,7 +113,7 @@ def saturation_tensors(spec: PolicySpec) -> dict[str, EncodedTensor]:
             f"{prefix}.weight", (fan_out, fan_in), "q", codes, 8, scale, np.zeros(fan_out, np.int32), 0
         )
         tensors[f"{prefix}.bias"] = EncodedTensor(f"{prefix}.bias", (fan_out,), "f32", bias, 32)
-    if spec.algorithm == "d4pg":
+    if spec.algo.network.first_layer_norm:
         width = spec.layers[0]
         for name in ("norm.weight", "norm.bias"):
             tensors[name] = EncodedTensor(name, (width,), "f32", np.ones(width, np.float32), 32)
@@ -194,30 +181,8 @@ def compare(spec: PolicySpec, name: str, got: np.ndarray, ref: np.ndarray) -> Ch
     precision = name.split("/", 1)[0]
     if got.shape != ref.shape or not np.all(np.isfinite(got)):
         return Check(name, False, float("inf"), f"output shape {got.shape} or non-finite values")
-    diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
-    if spec.algorithm == "d4pg":
-        error = float((diff / np.maximum(spec.action_range, 1e-12)).max())
-        bound = D4PG_BOUNDS[precision]
-        return Check(
-            name, error <= bound, error, f"max error {error:.3g} of the action range (bound {bound:g})"
-        )
-    scale = max(float(np.abs(ref).max()), 1e-12)
-    error = float(diff.max() / scale)
-    bound = DQN_BOUNDS[precision]
-    if precision != "int8" or ref.shape[1] < 2:
-        return Check(name, error <= bound, error, f"max Q error {error:.3g} of max |Q| (bound {bound:g})")
-    top2 = np.sort(ref, axis=1)[:, -2:]
-    decisive = (top2[:, 1] - top2[:, 0]) > DQN_DECISIVE_GAP * scale
-    agree = np.argmax(got, axis=1) == np.argmax(ref, axis=1)
-    agreement = float(agree[decisive].mean()) if decisive.any() else 1.0
-    ok = error <= bound and agreement >= DQN_MIN_AGREEMENT
-    return Check(
-        name,
-        ok,
-        error,
-        f"max Q error {error:.3g} of max |Q| (bound {bound:g}); greedy actions agree on {agreement:.1%} of "
-        f"{int(decisive.sum())} decisive probes (bound {DQN_MIN_AGREEMENT:.0%})",
-    )
+    result = spec.algo.verify(got, ref, precision, spec.action_range)
+    return Check(name, result.ok, result.error, result.detail)
 
 
 def verify(

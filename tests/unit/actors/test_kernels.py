@@ -19,13 +19,13 @@ from actorq.actors.kernels import registry as registry_module
 from actorq.actors.kernels import select as select_module
 from actorq.actors.kernels.torch_kernels import Fp32Torch, Int8IntMM
 from actorq.actors.kernels.verify import (
-    DQN_BOUNDS,
     SATURATION_HEAD_OUTPUT,
     standard_probes,
     verify,
     verify_probes,
 )
 from actorq.actors.policy import QuantizedPolicy
+from actorq.algorithms import dqn
 from actorq.config import KERNELS, ConfigError, load_config
 from actorq.hardware import cpu_fingerprint, cpu_info, read_bandwidth_gbs
 from actorq.networks.torch_nets import Int8Linear
@@ -151,7 +151,7 @@ def test_the_saturation_probe_catches_what_the_random_probe_lets_through(registr
     random_probe, saturation_probe = standard_probes(net)
     kernel = MildlySaturatingInt8(net)
     loose = verify(kernel, random_probe.tensors, random_probe.x, random_probe.ref, 1)
-    assert loose.ok and 0.005 < loose.error < DQN_BOUNDS["int8"], loose.detail
+    assert loose.ok and 0.005 < loose.error < dqn.BOUNDS["int8"], loose.detail
     exposed = verify_probes(kernel, [random_probe, saturation_probe], 1)
     assert not exposed.ok and exposed.error > 0.3 and exposed.detail.startswith("saturation probe")
     registry(MildlySaturatingInt8)

@@ -6,8 +6,10 @@ import dm_env
 import numpy as np
 import pytest
 
-from actorq.actors.actor import QuantizedActor, exploration_epsilon, exploration_sigma
+from actorq.actors.actor import QuantizedActor
 from actorq.actors.policy import QuantizedPolicy
+from actorq.algorithms.d4pg import exploration_sigma
+from actorq.algorithms.dqn import exploration_epsilon
 from tests.conftest import tiny_config
 
 OBS, LAYERS = 4, (16, 16)
@@ -53,13 +55,13 @@ def test_each_environment_explores_on_its_own_stream_of_the_actors_schedule():
     config = tiny_config("d4pg", **{"actor.envs_per_actor": 3})
     actor = _actor("d4pg", 3, actor_id=1)
     want = [exploration_sigma(3 + j, 6, config.actor.sigma_max) for j in range(3)]
-    np.testing.assert_allclose(actor.sigmas, want, rtol=1e-6)
-    assert len(set(actor.sigmas.tolist())) == 3 and actor.sigma == pytest.approx(want[0])
+    np.testing.assert_allclose(actor.exploration, want, rtol=1e-6)
+    assert len(set(actor.exploration.tolist())) == 3 and actor.exploration_level == pytest.approx(want[0])
     dqn = _actor("dqn", 3, actor_id=0)
     cfg = tiny_config("dqn").actor
     want = [exploration_epsilon(j, 6, cfg.epsilon_min, cfg.epsilon_max) for j in range(3)]
-    np.testing.assert_allclose(dqn.epsilons, want)
-    assert dqn.epsilons[0] == cfg.epsilon_max and len(set(dqn.epsilons.tolist())) == 3
+    np.testing.assert_allclose(dqn.exploration, want)
+    assert dqn.exploration[0] == cfg.epsilon_max and len(set(dqn.exploration.tolist())) == 3
 
 
 def test_one_batched_forward_gives_each_environment_its_action_with_its_own_noise():
@@ -71,7 +73,7 @@ def test_one_batched_forward_gives_each_environment_its_action_with_its_own_nois
     assert actor.timers.counts["inference"] == 400  # one forward per call, not one per environment
     # Each environment's spread follows its own sigma.
     spread = (draws[:, :, 0] - greedy[None, :, 0]).std(axis=0)
-    np.testing.assert_allclose(spread, actor.sigmas, rtol=0.25)
+    np.testing.assert_allclose(spread, actor.exploration, rtol=0.25)
     clipped = _actor("d4pg", 4, actor_id=0, bound=0.01)
     assert np.all(np.abs(np.stack(clipped.select_actions(obs))) <= 0.01)
 

@@ -1,0 +1,185 @@
+"""The algorithm registry: every algorithm provides every piece, and nothing outside ``actorq/algorithms`` asks
+which algorithm it is by name (``tests/softmax_dqn.py``, a test-only third algorithm, goes through the same checks).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from actorq import algorithms
+from actorq.algorithms.base import Algorithm, Ref
+from actorq.config import PRECISIONS, ConfigError, config_from_dict
+from actorq.networks.mapping import mapping_table, torch_state_shapes
+from tests import softmax_dqn
+from tests.conftest import tiny_config
+from tests.unit.test_import_rules import references
+
+ROOT = Path(__file__).resolve().parents[2]
+OBS, LAYERS = 5, (8, 6)
+
+
+@pytest.fixture
+def stub():
+    """The test-only Softmax DQN, registered for the test's duration."""
+    algo = algorithms.register(softmax_dqn.SoftmaxDQN())
+    try:
+        yield algo
+    finally:
+        algorithms.unregister(algo.name)
+
+
+def _config(name: str):
+    if name == softmax_dqn.NAME:
+        return config_from_dict(softmax_dqn.CONFIG)
+    return tiny_config(name)
+
+
+def _module_source(module: str) -> str:
+    path = ROOT / Path(*module.split("."))
+    return (path / "__init__.py" if path.is_dir() else path.with_suffix(".py")).read_text()
+
+
+def _fields_without_docstring(cls: type) -> list[str]:
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body
+    missing = []
+    for node, after in zip(body, [*body[1:], None], strict=True):
+        if isinstance(node, ast.AnnAssign):
+            documented = isinstance(after, ast.Expr) and isinstance(
+                getattr(after, "value", None), ast.Constant
+            )
+            if not documented:
+                missing.append(node.target.id)
+    return missing
+
+
+@pytest.fixture(params=["d4pg", "dqn", softmax_dqn.NAME])
+def algo(request) -> Algorithm:
+    if request.param == softmax_dqn.NAME:
+        request.getfixturevalue("stub")
+    return algorithms.get(request.param)
+
+
+def test_every_algorithm_declares_its_kind_settings_network_and_bounds(algo):
+    assert algorithms.get(algo.name) is algo and isinstance(algo.discrete, bool) and algo.summary
+    config = _config(algo.name)
+    assert dataclasses.is_dataclass(algo.section)
+    assert isinstance(algo.settings(config), algo.section)
+    assert _fields_without_docstring(algo.section) == []
+    assert set(algo.verification_bounds) == set(PRECISIONS)
+    assert all(0 < b < 1 for b in algo.verification_bounds.values())
+
+
+def test_every_reference_resolves_on_its_own_side_of_the_frameworks(algo):
+    for ref in (algo.learner_builder, algo.tf_networks, algo.torch_policy):
+        assert isinstance(ref, Ref) and callable(ref.load()), ref
+    tf_side = {algo.learner_builder.module, algo.tf_networks.module}
+    for module in tf_side:  # resolved in the learner, which never loads torch
+        assert "torch" not in {n.split(".")[0] for _, n in references(_module_source(module))}, module
+    torch_roots = {n.split(".")[0] for _, n in references(_module_source(algo.torch_policy.module))}
+    assert not torch_roots & {"tensorflow", "sonnet", "acme"}, algo.torch_policy
+
+
+def test_the_torch_policy_has_exactly_the_mapped_weights(algo):
+    out_dim = 3
+    model = algo.torch_policy.load()(OBS, out_dim, LAYERS, -np.ones(out_dim), np.ones(out_dim))
+    state = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    assert state == torch_state_shapes(algo.name, OBS, out_dim, LAYERS)
+    assert sorted(key for _, key, _ in mapping_table(algo.name, LAYERS)) == sorted(state)
+    assert all(
+        name.startswith(algo.network.tf_scope + "/") for name, _, _ in mapping_table(algo.name, LAYERS)
+    )
+
+
+def test_exploration_acts_per_stream_and_evaluation_acts_greedily(algo):
+    config = _config(algo.name)
+    levels = algo.exploration_levels([0, 1, 2], 3, config)
+    assert levels.shape == (3,) and len(set(levels.tolist())) == 3
+    rng = np.random.default_rng(0)
+    outputs = rng.uniform(-0.5, 0.5, size=(3, 4)).astype(np.float32)
+    low, high = -np.ones(4, np.float32), np.ones(4, np.float32)
+    actions = algo.explore(outputs, rng, levels, low, high)
+    assert len(actions) == 3
+    if algo.discrete:
+        assert all(isinstance(a, np.int32) and 0 <= a < 4 for a in actions)
+        assert algo.greedy(outputs[1]) == int(np.argmax(outputs[1]))
+    else:
+        assert all(a.dtype == np.float32 and a.shape == (4,) and np.all(np.abs(a) <= 1) for a in actions)
+        np.testing.assert_array_equal(algo.greedy(outputs[1]), outputs[1])
+
+
+def test_verification_accepts_fp32_and_rejects_an_error_beyond_the_bound(algo):
+    ref = np.random.default_rng(1).uniform(-1, 1, size=(64, 3))
+    action_range = np.full(3, 2.0)
+    for precision, bound in algo.verification_bounds.items():
+        assert algo.verify(ref.copy(), ref, precision, action_range).ok, precision
+        wrong = ref + 3 * bound * np.abs(ref).max() * action_range.max()
+        result = algo.verify(wrong, ref, precision, action_range)
+        assert not result.ok and result.error > bound and f"{bound:g}" in result.detail, (precision, result)
+
+
+def test_a_config_names_a_registered_algorithm_of_the_tasks_kind(stub):
+    with pytest.raises(ConfigError, match=r"algorithm=.*'r2d2'.*choose one of: d4pg, dqn, softmax_dqn"):
+        config_from_dict({**softmax_dqn.CONFIG, "algorithm": "r2d2"})
+    with pytest.raises(ConfigError, match="continuous actions and algorithm softmax_dqn learns discrete"):
+        config_from_dict({**softmax_dqn.CONFIG, "env": {"suite": "dmc", "task": "cartpole:balance"}})
+    with pytest.raises(ConfigError, match="discrete actions .* use algorithm: dqn or softmax_dqn"):
+        config_from_dict({**softmax_dqn.CONFIG, "algorithm": "d4pg"})
+    assert config_from_dict(softmax_dqn.CONFIG).algorithm == "softmax_dqn"
+
+
+def test_registry_refuses_a_taken_name_and_names_the_registered_ones():
+    with pytest.raises(ValueError, match="already registered"):
+        algorithms.register(algorithms.get("dqn"))
+    with pytest.raises(algorithms.UnknownAlgorithmError, match=r"'r2d2' is not one of \('d4pg', 'dqn'\)"):
+        algorithms.get("r2d2")
+    with pytest.raises(ImportError, match="actorq.networks.torch_nets has no 'nope'"):
+        Ref("actorq.networks.torch_nets", "nope").load()
+
+
+def _algorithm_name_compares(source: str) -> list[int]:
+    """Lines comparing something called ``algorithm`` (name or attribute) with a string constant. (``algo`` in
+    ``actorq/studies`` is a stable-baselines3 algorithm, not one of ours.)"""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        named = any(
+            (isinstance(o, ast.Name) and o.id == "algorithm")
+            or (isinstance(o, ast.Attribute) and o.attr == "algorithm")
+            for o in operands
+        )
+        if named and any(isinstance(o, ast.Constant) and isinstance(o.value, str) for o in operands):
+            lines.append(node.lineno)
+    return lines
+
+
+ALLOWED = {
+    # The Acme baseline runs Acme's own D4PG agent, which exists for D4PG only: it refuses other configs.
+    "actorq/bench/acme_baseline.py",
+}
+
+
+def test_nothing_outside_the_algorithm_modules_compares_an_algorithm_name():
+    found = {}
+    for path in sorted((ROOT / "actorq").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("actorq/algorithms/") or rel in ALLOWED:
+            continue
+        if lines := _algorithm_name_compares(path.read_text()):
+            found[rel] = lines
+    assert found == {}, "ask actorq.algorithms.get(config.algorithm) instead of comparing its name"
+
+
+def test_the_name_compare_scan_finds_a_branch():
+    assert _algorithm_name_compares('if config.algorithm == "dqn":\n    pass\n') == [1]
+    assert _algorithm_name_compares('x = "d4pg" != spec.algorithm\n') == [1]
+    assert _algorithm_name_compares("x = config.algorithm == other\n") == []
