@@ -35,6 +35,7 @@ from actorq.config.schema import (
     PRECISIONS,
     SUITES,
     ActorConfig,
+    AffinityConfig,
     EnvConfig,
     EvaluatorConfig,
     ExperimentConfig,
@@ -45,6 +46,7 @@ from actorq.config.schema import (
 )
 
 __all__ = [
+    "AffinityConfig",
     "AUTO_COMM_BITS",
     "COMM_BITS",
     "GYM_TASKS",
