@@ -256,6 +256,7 @@ def _main(args: argparse.Namespace) -> int:
         raise ConfigError("--seconds, --repeats and --episode-steps must be positive")
     if args.actor_rate is not None and args.actor_rate <= 0:
         raise ConfigError(f"--actor-rate {args.actor_rate}: env steps/s of one actor, a positive number")
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
     records, table = run_bench(config, writers, args.sampler, args.seconds, args.repeats, args.episode_steps)
     rows = summarize(records)
     proj = projection(records, table, args.actor_rate)
@@ -280,7 +281,8 @@ def _main(args: argparse.Namespace) -> int:
             "table": table,
             "projection": proj,
             "machine": machine,
-            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "started": started,
+            "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
         }
         with contextlib.suppress(OSError):
             meta["loadavg_text"] = Path("/proc/loadavg").read_text().strip()
