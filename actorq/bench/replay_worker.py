@@ -133,7 +133,10 @@ class Writer:
             else:
                 action = rng.uniform(spec.minimum, spec.maximum, spec.shape).astype(spec.dtype)
             timestep = env.step(action)
-            steps.append((action, np.asarray(timestep.observation), np.float32(timestep.reward or 0.0)))
+            # Copied: an env may reuse its observation buffer between steps.
+            steps.append(
+                (action, np.array(timestep.observation, copy=True), np.float32(timestep.reward or 0.0))
+            )
             if timestep.last():
                 timestep = env.reset()
         env.close()
