@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from actorq.report import stats
-from actorq.report.runs import RunData
+from actorq.report import bootstrap, stats
+from actorq.report.runs import RunData, split_label
 from actorq.timers import BREAKDOWN_COMPONENTS
 
 WATTS_PER_CORE = 350.0 / 60.0
@@ -72,6 +72,21 @@ class RunMetrics:
     cpu_seconds: float | None = None
     cpu_to_reach: float | None = None
     codecarbon: dict[str, Any] = field(default_factory=dict)
+    best_smoothed: float | None = None
+    """The run's best smoothed return (the statistic of k consecutive evaluations the threshold rule uses)."""
+    learner_steps_reach: float | None = None
+    """Learner steps at the evaluation that first reached the threshold."""
+    learner_steps_per_s: float | None = None
+    """Learner steps over the acting time (from the first experience insert to the end)."""
+    role_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    """CPU seconds per role (replay, learner, quantizer, actors together, evaluator), from their status records."""
+    learner_blocked_share: float | None = None
+    """Share of the acting time the rate limiter held the learner back (see
+    :func:`bootstrap.limiter_blocked_shares`)."""
+    actor_blocked_share: float | None = None
+    """Share of the acting time the rate limiter held the actors back."""
+    blocked_regime: str = "unknown"
+    """learner-bound / actor-bound / balanced from the two blocked shares (:func:`bootstrap.blocked_regime`)."""
 
     @property
     def label(self) -> str:
@@ -166,7 +181,6 @@ def _learner_measurements(m: RunMetrics) -> None:
     inserts, samples = _last(m.run.replay, "inserts"), _last(m.run.replay, "samples")
     if inserts:
         m.achieved_spi = (samples or 0.0) / inserts
-    _diagnose(m)
 
 
 def _diagnose(m: RunMetrics) -> None:
@@ -190,19 +204,99 @@ def _staleness(m: RunMetrics) -> None:
     m.staleness = float(np.median(lags)) if lags else None
 
 
-def _energy(m: RunMetrics) -> None:
-    energy = m.run.summary.get("energy") or {}
+AGGREGATES = (
+    "acting_start",
+    "breakdown",
+    "wait_share",
+    "actor_wall_rate",
+    "actor_free_rate",
+    "actor_free_source",
+    "learner_rate",
+    "learner_insert_rate",
+    "achieved_spi",
+    "staleness",
+    "broadcasts",
+    "broadcast_cost",
+    "cpu_seconds",
+    "codecarbon",
+    "role_cpu_seconds",
+    "learner_blocked_share",
+    "actor_blocked_share",
+)
+"""The per-run measurements reduced from the metrics rows: what a curated record keeps instead of the rows."""
+
+
+def run_aggregates(run: RunData) -> dict[str, Any]:
+    """The :data:`AGGREGATES` of a run read from its directory, plus ``energy_curve`` (``[[elapsed, cpu_s]]``, for
+    the CPU spent up to the threshold); JSON-ready."""
+    if run.aggregates is not None:
+        return run.aggregates
+    m = RunMetrics(run)
+    if run.replay:
+        m.acting_start = stats.first_activity_time(
+            _column(run.replay, "time") - run.start, _column(run.replay, "inserts")
+        )
+    elif run.eval_t.size:
+        m.acting_start = stats.first_activity_time(run.eval_t, run.eval_steps)
+    _actor_measurements(m)
+    _learner_measurements(m)
+    _staleness(m)
+    energy = run.summary.get("energy") or {}
     m.cpu_seconds = energy.get("cpu_seconds")
     m.codecarbon = energy.get("codecarbon") or {}
-    if m.t_reach is not None and m.run.energy:
-        elapsed, cpu = _column(m.run.energy, "elapsed"), _column(m.run.energy, "cpu_seconds")
-        keep = np.isfinite(elapsed) & np.isfinite(cpu)
-        if keep.sum() >= 1:
-            m.cpu_to_reach = float(np.interp(m.t_reach, elapsed[keep], cpu[keep]))
+    m.role_cpu_seconds = role_cpu_seconds(run)
+    _blocked_shares(m)
+    out = {key: getattr(m, key) for key in AGGREGATES}
+    curve = [
+        [float(r["elapsed"]), float(r["cpu_seconds"])]
+        for r in run.energy
+        if r.get("elapsed") is not None and r.get("cpu_seconds") is not None
+    ]
+    out["energy_curve"] = curve
+    return out
+
+
+def role_cpu_seconds(run: RunData) -> dict[str, float]:
+    """CPU seconds per role from the roles' last status records (actors summed as "actors"); empty when the
+    run directory has none (in-process roles share a process and record None)."""
+    from actorq.status import read_status
+
+    out: dict[str, float] = {}
+    for directory in sorted(p for p in run.path.iterdir() if p.is_dir()) if run.path.is_dir() else []:
+        record = read_status(directory) if (directory / "status.json").is_file() else None
+        if record is None or record.cpu_s is None:
+            continue
+        key = "actors" if record.role == "actor" else record.role
+        out[key] = out.get(key, 0.0) + float(record.cpu_s)
+    return out
+
+
+def _blocked_shares(m: RunMetrics) -> None:
+    """Shares of the acting time the rate limiter held the learner / the actors back (replay's snapshots)."""
+    from actorq.config import config_from_dict, error_buffer
+
+    rows = [r for r in m.run.replay if r.get("time") is not None]
+    if m.acting_start is not None:
+        rows = [r for r in rows if float(r["time"]) - m.run.start >= m.acting_start]
+    try:
+        config = config_from_dict(m.run.config)
+    except Exception:  # noqa: BLE001  (an old or foreign config.yaml: no limiter bounds to compare with)
+        return
+    shares = bootstrap.limiter_blocked_shares(
+        _column(rows, "inserts"),
+        _column(rows, "samples"),
+        config.replay.samples_per_insert,
+        config.replay.min_size,
+        error_buffer(config),
+        config.learner.batch_size,
+    )
+    if shares is not None:
+        m.learner_blocked_share, m.actor_blocked_share = shares
 
 
 def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -> RunMetrics:
-    """Per-run numbers; ``threshold`` None leaves the time-to-threshold fields empty."""
+    """Per-run numbers; ``threshold`` None leaves the time-to-threshold fields empty. The same from a run directory
+    and from its curated record: both go through :func:`run_aggregates`."""
     m = RunMetrics(run)
     m.wall = float(run.summary.get("wall_seconds") or 0.0)
     m.actor_steps = float(run.summary.get("actor_steps") or 0.0)
@@ -212,6 +306,7 @@ def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -
         m.t_budget = m.wall
     if run.eval_return.size:
         m.best_raw = float(np.nanmax(run.eval_return))
+        m.best_smoothed = stats.best_smoothed([run.eval_return], k, statistic)
         m.final_return = float(np.mean(run.eval_return[-k:]))
         m.untrained_return = stats.untrained_return(run.eval_learner_steps, run.eval_return)
     if threshold is not None and run.eval_return.size:
@@ -219,20 +314,26 @@ def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -
         if i is not None:
             m.t_reach = float(run.eval_t[i])
             m.steps_reach = float(run.eval_steps[i]) if np.isfinite(run.eval_steps[i]) else None
-    if run.replay:
-        m.acting_start = stats.first_activity_time(
-            _column(run.replay, "time") - run.start, _column(run.replay, "inserts")
-        )
-    elif run.eval_t.size:
-        m.acting_start = stats.first_activity_time(run.eval_t, run.eval_steps)
+            m.learner_steps_reach = (
+                float(run.eval_learner_steps[i]) if np.isfinite(run.eval_learner_steps[i]) else None
+            )
+    agg = run_aggregates(run)
+    for key in AGGREGATES:
+        setattr(m, key, agg.get(key))
+    m.breakdown, m.broadcast_cost = m.breakdown or {}, m.broadcast_cost or {}
+    m.codecarbon, m.role_cpu_seconds = m.codecarbon or {}, m.role_cpu_seconds or {}
     acting = m.wall - (m.acting_start or 0.0)
     m.actor_rate = m.actor_steps / acting if acting > 0 else None
+    learner_steps = float(run.summary.get("learner_steps") or 0.0)
+    m.learner_steps_per_s = learner_steps / acting if acting > 0 and learner_steps else None
     m.message_bytes = run.summary.get("message_bytes")
     m.comm_bits = run.summary.get("comm_bits")
-    _actor_measurements(m)
-    _learner_measurements(m)
-    _staleness(m)
-    _energy(m)
+    m.blocked_regime = bootstrap.blocked_regime(m.learner_blocked_share, m.actor_blocked_share)
+    _diagnose(m)
+    curve = agg.get("energy_curve") or []
+    if m.t_reach is not None and curve:
+        elapsed, cpu = np.asarray(curve, np.float64).T
+        m.cpu_to_reach = float(np.interp(m.t_reach, elapsed, cpu))
     return m
 
 
@@ -250,8 +351,38 @@ class TaskTable:
     """Config keys (other than precision, wire bits and seed) whose values differ between the task's runs."""
 
     def labels(self) -> list[str]:
+        """Sweep cell by sweep cell, fp32, fp16, int8 and then other labels within each."""
         order = {"fp32": 0, "fp16": 1, "int8": 2}
-        return sorted(self.runs, key=lambda lab: (order.get(lab.split("/")[0], 3), lab))
+
+        def key(label: str) -> tuple[str, int, str]:
+            head, cell = split_label(label)
+            return cell, order.get(head.split("/")[0], 3), head
+
+        return sorted(self.runs, key=key)
+
+    def base_of(self, label: str, base: str = "fp32") -> str:
+        """The label ``label`` is compared with: ``base`` in the same sweep cell."""
+        return base + split_label(label)[1]
+
+    def times(self, label: str) -> list[float | None]:
+        """Each run's time to threshold (None: not reached, censored)."""
+        return [m.t_reach for m in self.runs.get(label, [])]
+
+    def time_ci(self, label: str) -> bootstrap.Interval:
+        """Median time to threshold with its bootstrap 95% CI, unreached runs censored."""
+        return bootstrap.censored_median_ci(self.times(label))
+
+    def speedup_ci(self, label: str, base: str = "fp32") -> bootstrap.Interval:
+        """Median time of ``base`` (same sweep cell) / median time of ``label``, with its bootstrap 95% CI."""
+        return bootstrap.speedup_ci(self.times(self.base_of(label, base)), self.times(label))
+
+    def best_cell(self, precision: str) -> str | None:
+        """The label (sweep cell) of ``precision`` with the lowest median time to threshold (None if none has a
+        finite median): "each precision at its own best setting"."""
+        cells = [lab for lab in self.runs if split_label(lab)[0] == precision]
+        timed = [(self.time_ci(lab).value, lab) for lab in cells]
+        timed = [(t, lab) for t, lab in timed if t is not None and math.isfinite(t)]
+        return min(timed)[1] if timed else None
 
     def summary(self, label: str, key: str, censored: bool = False) -> stats.SeedSummary:
         values = [getattr(m, key) for m in self.runs.get(label, [])]
@@ -271,7 +402,8 @@ class TaskTable:
         return untrained is not None and self.threshold is not None and untrained >= self.threshold
 
     def speedup(self, label: str, base: str = "fp32") -> tuple[float | None, list[float]]:
-        """(ratio of median times base/label, per-seed paired ratios)."""
+        """(ratio of median times base/label, per-seed paired ratios); ``base`` within the label's sweep cell."""
+        base = self.base_of(label, base)
         t_base = self.summary(base, "t_reach", censored=True).median
         t = self.summary(label, "t_reach", censored=True).median
         paired = stats.paired_ratios(
@@ -292,7 +424,7 @@ def build_tables(
     tables = []
     for task in sorted({r.task for r in runs}):
         group = [r for r in runs if r.task == task]
-        source = [r for r in group if r.label == base]
+        source = [r for r in group if split_label(r.label)[0] == base]
         threshold_source = f"best {base} run"
         if not source:
             source, threshold_source = group, f"best run of any label (no {base} runs)"
@@ -304,7 +436,10 @@ def build_tables(
             by_label.setdefault(run.label, []).append(measure_run(run, threshold, k, statistic))
         _same_actor_rate_source([m for ms in by_label.values() for m in ms])
         table = TaskTable(task, best, max(raw) if raw else None, threshold, threshold_source, by_label)
-        table.config_differences = config_differences([r.config for r in group])
+        swept = {key for r in group for key in r.sweep}
+        table.config_differences = {
+            k: v for k, v in config_differences([r.config for r in group]).items() if k not in swept
+        }
         tables.append(table)
     return tables
 
