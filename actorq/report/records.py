@@ -36,7 +36,7 @@ def make_record(run_dir: str | Path, sweep: dict[str, str] | None = None) -> dic
     Raises:
         ValueError: The run directory has no readable summary or no time zero (see :func:`load_run`).
     """
-    from actorq.report.analysis import run_aggregates
+    from actorq.report.measure import run_aggregates
 
     run = load_run(run_dir, sweep)
 
