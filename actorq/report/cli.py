@@ -19,7 +19,7 @@ from actorq.report import grid_md as gmd
 from actorq.report import markdown as md
 from actorq.report import projection_md as pmd
 from actorq.report.analysis import PROJECTION_K, TaskTable, build_tables
-from actorq.report.runs import load_runs
+from actorq.report.runs import load_runs, split_label
 
 log = logging.getLogger(__name__)
 
@@ -125,28 +125,29 @@ def _bench_section(path: Path, out: Path) -> list[str]:
 
 
 def _hardware_lines(t: TaskTable) -> list[str]:
-    """Where the runs ran (CPU, flags, caches, bandwidth) and the kernel each precision's actors verified."""
-    machines: dict[str, set[str]] = {}
+    """Where the runs ran (CPU, flags, caches; bandwidth as the median over runs) and the kernels the actors
+    verified: one line per machine, not per run."""
+    machines: dict[str, dict[str, Any]] = {}
     for label in t.labels():
         for m in t.runs[label]:
             hw, kernel = m.run.summary.get("hardware"), m.run.summary.get("kernel")
             if not hw:
                 continue
             flags = ", ".join(f for f, on in (hw.get("flags") or {}).items() if on) or "-"
-            line = (
-                f"{hw.get('model', '?')}, {hw.get('cores', '?')} cores ({flags}); L3 {hw.get('l3_bytes')} B; "
-                f"read bandwidth {hw.get('weights_read_gbs', '?')} GB/s at the policy's weight size, "
-                f"{hw.get('dram_read_gbs', '?')} GB/s from DRAM"
-            )
+            key = f"{hw.get('model', '?')}, {hw.get('cores', '?')} cores ({flags}); L3 {hw.get('l3_bytes')} B"
+            seen = machines.setdefault(key, {"kernels": set(), "weights": [], "dram": [], "runs": 0})
+            seen["runs"] += 1
+            seen["weights"].append(hw.get("weights_read_gbs"))
+            seen["dram"].append(hw.get("dram_read_gbs"))
             if kernel:
-                machines.setdefault(line, set()).add(
-                    f"{label}: {kernel} (error {md.fmt(m.run.summary.get('kernel_error'), 4)})"
+                seen["kernels"].add(
+                    f"{split_label(label)[0]}: {kernel} (error {md.fmt(m.run.summary.get('kernel_error'), 4)})"
                 )
-            else:
-                machines.setdefault(line, set())
     return [
-        f"Machine: {line}; actor kernels: {', '.join(sorted(k)) or 'not recorded'}.\n"
-        for line, k in machines.items()
+        f"Machine ({v['runs']} runs): {key}; read bandwidth {md.fmt(stats.plain_median(v['weights']).median, 2)} GB/s "
+        f"at the policy's weight size, {md.fmt(stats.plain_median(v['dram']).median, 2)} GB/s from DRAM (medians "
+        f"over runs); actor kernels: {', '.join(sorted(v['kernels'])) or 'not recorded'}.\n"
+        for key, v in machines.items()
     ]
 
 

@@ -16,6 +16,13 @@ def _pct(share: float | None) -> str:
     return fmt(None if share is None else share * 100, 0, "%")
 
 
+def _spread(summary: stats.SeedSummary, digits: int) -> str:
+    """``"4.80 [4.10-5.20] (5/5)"``: median [min-max] (runs with the figure/runs); "-" without any."""
+    if summary.median is None:
+        return "-"
+    return f"{summary.median:,.{digits}f} [{summary.low:,.{digits}f}-{summary.high:,.{digits}f}] ({summary.n_reached}/{summary.n})"
+
+
 def ci_table(t: TaskTable) -> str:
     """Per label (precision, sweep cell): time to threshold, speed-up, final and best reward, with 95% CIs."""
     header = [
@@ -39,7 +46,7 @@ def ci_table(t: TaskTable) -> str:
             label,
             str(len(runs)),
             t.time_ci(label).fmt(0),
-            speed.fmt(2, "x", inf="inf") if speed else "-",
+            (speed.fmt(2, "x", inf="inf") + (" **faster**" if is_faster(speed) else "")) if speed else "-",
             t.summary(label, "learner_steps_reach", censored=True).fmt(0),
             bootstrap.mean_ci([m.final_return for m in runs]).fmt(1),
             bootstrap.mean_ci([m.best_smoothed for m in runs]).fmt(1),
@@ -54,8 +61,8 @@ CI_NOTE = (
     "Medians over seeds with bootstrap 95% confidence intervals (4,000 resamples of the runs). A run that never "
     "reached the threshold is censored, not dropped: it counts as slower than every run that did, so a median or "
     "bound of 'not reached' means at least that share of runs never got there. Speed-up = median fp32 time / median "
-    "time of the precision in the same sweep cell, both groups resampled; a speed-up is claimed only where the "
-    "interval's lower bound is above 1. Final reward: mean of the last k evaluations of each run; best reward: each "
+    "time of the precision in the same sweep cell, both groups resampled; a speed-up is claimed (**faster**) only "
+    "where the interval's lower bound is above 1. Final reward: mean of the last k evaluations of each run; best reward: each "
     "run's best mean of k consecutive evaluations."
 )
 
@@ -102,10 +109,10 @@ def throughput_table(t: TaskTable) -> str:
         rows.append(
             [
                 label,
-                stats.plain_median([m.learner_steps_per_s for m in runs]).fmt(2),
-                stats.plain_median([m.actor_rate for m in runs]).fmt(1),
-                *(stats.plain_median([m.role_cpu_seconds.get(r) for m in runs]).fmt(0) for r in ROLES),
-                stats.plain_median([m.cpu_seconds for m in runs]).fmt(0),
+                _spread(stats.plain_median([m.learner_steps_per_s for m in runs]), 2),
+                _spread(stats.plain_median([m.actor_rate for m in runs]), 1),
+                *(_spread(stats.plain_median([m.role_cpu_seconds.get(r) for m in runs]), 0) for r in ROLES),
+                _spread(stats.plain_median([m.cpu_seconds for m in runs]), 0),
             ]
         )
     return table(header, rows)
@@ -153,11 +160,6 @@ def regime_counts(t: TaskTable) -> str:
         counts = Counter(m.blocked_regime for m in t.runs[label])
         parts.append(f"{label}: " + ", ".join(f"{n} {r}" for r, n in counts.most_common()))
     return "; ".join(parts)
-
-
-def interval_json(interval: bootstrap.Interval) -> dict:
-    """An interval for report.json (infinity as "inf")."""
-    return interval.as_dict()
 
 
 def is_faster(interval: bootstrap.Interval) -> bool:

@@ -330,7 +330,10 @@ def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -
         setattr(m, key, agg.get(key))
     m.breakdown, m.broadcast_cost = m.breakdown or {}, m.broadcast_cost or {}
     m.codecarbon, m.role_cpu_seconds = m.codecarbon or {}, m.role_cpu_seconds or {}
-    acting = m.wall - (m.acting_start or 0.0)
+    # The supervisor's wall_seconds starts once the roles are up; the acting time runs from time zero's clock.
+    ended = (run.summary.get("energy") or {}).get("ended_at")
+    end = float(ended) - run.start if isinstance(ended, (int, float)) and ended > run.start else m.wall
+    acting = end - (m.acting_start or 0.0)
     m.actor_rate = m.actor_steps / acting if acting > 0 else None
     learner_steps = float(run.summary.get("learner_steps") or 0.0)
     m.learner_steps_per_s = learner_steps / acting if acting > 0 and learner_steps else None
