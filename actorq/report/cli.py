@@ -190,6 +190,7 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
                         "learner_steps_per_s": m.learner_steps_per_s,
                         "env_steps_per_s": m.actor_rate,
                         "cpu_seconds_per_role": m.role_cpu_seconds,
+                        "acting_seconds": m.acting_seconds,
                         "learner_blocked_share": m.learner_blocked_share,
                         "actor_blocked_share": m.actor_blocked_share,
                         "regime": m.blocked_regime,

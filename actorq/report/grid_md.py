@@ -23,6 +23,12 @@ def _spread(summary: stats.SeedSummary, digits: int) -> str:
     return f"{summary.median:,.{digits}f} [{summary.low:,.{digits}f}-{summary.high:,.{digits}f}] ({summary.n_reached}/{summary.n})"
 
 
+def _blocked(share: float | None, seconds: float | None) -> str:
+    if share is None:
+        return "-"
+    return f"{_pct(share)}, {fmt(None if seconds is None else share * seconds, 0)}"
+
+
 def ci_table(t: TaskTable) -> str:
     """Per label (precision, sweep cell): time to threshold, speed-up, final and best reward, with 95% CIs."""
     header = [
@@ -127,14 +133,24 @@ THROUGHPUT_NOTE = (
 
 def blocked_table(runs: list[RunMetrics]) -> str:
     """Per run: the shares of acting time the rate limiter blocked the learner and the actors, and the regime."""
-    header = ["run", "label", "seed", "learner blocked", "actors blocked", "regime", "time to threshold (s)"]
+    header = [
+        "run",
+        "label",
+        "seed",
+        "acting s",
+        "learner blocked (share, s)",
+        "actors blocked (share, s)",
+        "regime",
+        "time to threshold (s)",
+    ]
     rows = [
         [
             m.run.name,
             m.label,
             str(m.seed),
-            _pct(m.learner_blocked_share),
-            _pct(m.actor_blocked_share),
+            fmt(m.acting_seconds, 0),
+            _blocked(m.learner_blocked_share, m.acting_seconds),
+            _blocked(m.actor_blocked_share, m.acting_seconds),
             m.blocked_regime,
             "not reached" if m.t_reach is None else fmt(m.t_reach, 0),
         ]

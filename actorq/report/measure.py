@@ -79,6 +79,8 @@ class RunMetrics:
     """The run's best smoothed return (the statistic of k consecutive evaluations the threshold rule uses)."""
     learner_steps_reach: float | None = None
     """Learner steps at the evaluation that first reached the threshold."""
+    acting_seconds: float | None = None
+    """Seconds from the first experience insert to the launcher's end."""
     learner_steps_per_s: float | None = None
     """Learner steps over the acting time (from the first experience insert to the end)."""
     role_cpu_seconds: dict[str, float] = field(default_factory=dict)
@@ -333,7 +335,7 @@ def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -
     # The supervisor's wall_seconds starts once the roles are up; the acting time runs from time zero's clock.
     ended = (run.summary.get("energy") or {}).get("ended_at")
     end = float(ended) - run.start if isinstance(ended, (int, float)) and ended > run.start else m.wall
-    acting = end - (m.acting_start or 0.0)
+    acting = m.acting_seconds = end - (m.acting_start or 0.0)
     m.actor_rate = m.actor_steps / acting if acting > 0 else None
     learner_steps = float(run.summary.get("learner_steps") or 0.0)
     m.learner_steps_per_s = learner_steps / acting if acting > 0 and learner_steps else None
