@@ -81,7 +81,8 @@ def convergence(table: TaskTable, out: Path, x: str = "steps") -> Path:
     ax.set_xlabel({"steps": "total actor steps", "learner_steps": "learner steps"}.get(x, "wall time (min)"))
     ax.set_ylabel("evaluation return (fp32 learner policy)")
     ax.set_title(f"{table.task}: mean and min-max over seeds")
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # none when no run got past x = 0 (e.g. no learner step yet)
+        ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return _save(plt, fig, out / f"convergence_{x}_{slug(table.task)}.png")
 
