@@ -51,7 +51,9 @@ def ci_table(t: TaskTable) -> str:
         cells = [
             label,
             str(len(runs)),
-            t.time_ci(label).fmt(0),
+            t.time_ci(label).fmt(0)
+            if t.threshold is not None
+            else "no threshold (no fp32 run has k evaluations)",
             (speed.fmt(2, "x", inf="inf") + (" **faster**" if is_faster(speed) else "")) if speed else "-",
             t.summary(label, "learner_steps_reach", censored=True).fmt(0),
             bootstrap.mean_ci([m.final_return for m in runs]).fmt(1),
