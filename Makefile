@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 RUN_DIR ?= runs/make-run-$(shell date +%Y%m%d-%H%M%S)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-avx2 test-fast lint format bench reproduce venv clean help
+.PHONY: run test test-avx2 test-fast lint format bench reproduce reproduce-cpu venv clean help
 
 help:
 	@echo "make run        train DQN (3x2048) on CartPole-v1 with int8 actors to return 195 (<= 10 min), print the summary"
@@ -20,6 +20,8 @@ help:
 	@echo "make lint       ruff check + format check"
 	@echo "make bench      quick benchmarks and the report into runs/bench (BENCH_OUT=... to choose)"
 	@echo "make reproduce  the paper's experiments (hours)"
+	@echo "make reproduce-cpu  issue 20's Table 2 on this CPU: 3 tasks x fp32/fp16/int8 x 5 seeds x 2 samples-per-insert"
+	@echo "                (~16 h, resumable); REPRODUCE_SUBSET=1: CartPole-v1 only, spi 1 (~75 min)"
 
 venv: $(STAMP)
 
@@ -104,6 +106,44 @@ reproduce: $(STAMP)
 	done
 	$(VENV)/bin/actorq bench acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --out $(REPRODUCE_OUT)/acme-baseline
 	$(VENV)/bin/actorq report $(REPRODUCE_OUT)/* --out $(REPRODUCE_OUT)/report
+
+# Issue 20's Table 2 on this CPU (2 actors; no GPU): three tasks x fp32/fp16/int8 x $(CPU_SEEDS) seeds x two
+# samples-per-insert values, each task an interleaved, resumable `actorq experiment` (rerun the same command after a
+# crash or the next day: finished runs are skipped), then the report from the runs' curated records.
+#   DQN CartPole-v1      spi 1,8   6 min per run   30 runs   ~3.5 h  (issue 20: spi 8 took up to 300 s to 195)
+#   DQN Acrobot-v1       spi 1,8   8 min per run   30 runs   ~4.5 h
+#   D4PG walker:stand    spi 8,32  15 min per run  30 runs   ~8 h   (batch 64, critic lr 3e-4: learns within budget)
+# About 16 h in all (each run's budget + ~1 min to start and stop). REPRODUCE_SUBSET=1 runs the subset that fits
+# 90 minutes: DQN CartPole-v1 only, spi 1 only, fp32/fp16/int8 x 5 seeds, 4 min per run (15 runs, ~75 min).
+# Results go to the ignored $(REPRODUCE_CPU_OUT); curate them under reports/ with the commit and CPU.
+REPRODUCE_CPU_OUT ?= runs/reproduce-cpu
+CPU_SEEDS ?= 5
+REPRODUCE_SUBSET ?=
+# Appended to every experiment, e.g. a plumbing check: CPU_SEEDS=1 REPRODUCE_CPU_ARGS="--max-actor-steps 1500"
+REPRODUCE_CPU_ARGS ?=
+CPU_GRID = $(VENV)/bin/actorq experiment --precisions fp32,fp16,int8 --seeds $(CPU_SEEDS) --actors 2 $(REPRODUCE_CPU_ARGS)
+reproduce-cpu: $(STAMP)
+	@grep -m1 'model name' /proc/cpuinfo; nproc
+	@set -u; status=0; \
+	if [ -n "$(REPRODUCE_SUBSET)" ]; then \
+	  echo "==> subset: DQN CartPole-v1, spi 1, fp32/fp16/int8 x $(CPU_SEEDS) seeds, 4 min per run: expect ~75 min at 5 seeds"; \
+	  $(CPU_GRID) configs/dqn/gym_cartpole.yaml --sweep replay.samples_per_insert=1 --max-minutes 4 \
+	    --out $(REPRODUCE_CPU_OUT)/subset_dqn_cartpole || status=$$?; \
+	  tasks="$(REPRODUCE_CPU_OUT)/subset_dqn_cartpole"; \
+	else \
+	  echo "==> full grid: 3 tasks x 3 precisions x $(CPU_SEEDS) seeds x 2 spi (90 runs at 5 seeds): expect ~16 h (resumable)"; \
+	  $(CPU_GRID) configs/dqn/gym_cartpole.yaml --sweep replay.samples_per_insert=1,8 --max-minutes 6 \
+	    --out $(REPRODUCE_CPU_OUT)/dqn_cartpole || status=$$?; \
+	  [ $$status -eq 130 ] || $(CPU_GRID) configs/dqn/gym_acrobot.yaml --sweep replay.samples_per_insert=1,8 \
+	    --max-minutes 8 --out $(REPRODUCE_CPU_OUT)/dqn_acrobot || status=$$?; \
+	  [ $$status -eq 130 ] || $(CPU_GRID) configs/d4pg/dmc_walker_stand.yaml learner.batch_size=64 \
+	    learner.critic_lr=3e-4 --sweep replay.samples_per_insert=8,32 --max-minutes 15 \
+	    --out $(REPRODUCE_CPU_OUT)/d4pg_walker_stand || status=$$?; \
+	  tasks="$(REPRODUCE_CPU_OUT)/dqn_cartpole $(REPRODUCE_CPU_OUT)/dqn_acrobot $(REPRODUCE_CPU_OUT)/d4pg_walker_stand"; \
+	fi; \
+	[ $$status -eq 130 ] && { echo "interrupted: run the same make command again to resume"; exit 130; }; \
+	$(VENV)/bin/actorq report $$tasks --out $(REPRODUCE_CPU_OUT)/report || exit $$?; \
+	exit $$status
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache .hypothesis

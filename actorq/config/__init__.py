@@ -43,6 +43,7 @@ from actorq.config.schema import (
     NetworkConfig,
     QuantizerConfig,
     ReplayConfig,
+    error_buffer,
 )
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "ConfigError",
     "EnvConfig",
     "EvaluatorConfig",
+    "error_buffer",
     "ExperimentConfig",
     "LearnerConfig",
     "NetworkConfig",

@@ -251,3 +251,20 @@ class ExperimentConfig:
     def comm_bits(self) -> int:
         """The effective communication bit width (resolves 0 to the actor precision's natural width)."""
         return self.quantizer.comm_bits or AUTO_COMM_BITS[self.actor.precision]
+
+
+def error_buffer(config: ExperimentConfig) -> float:
+    """The samples-per-insert limiter's tolerance (Acme's D4PG rule when the config leaves it 0).
+
+    Acme uses ``min_replay_size * 0.1 * samples_per_insert``; we also keep it at least two learner batches, so a
+    learner step is never refused for being a few samples over the ratio, and at least
+    ``2 * samples_per_insert``, above Reverb's floor of ``samples_per_insert`` (a tolerance window of less than
+    ``2 * samples_per_insert`` can block inserts and samples for good).
+
+    Defined here, not beside the Reverb table, because reports read the limiter's bounds too (without Reverb):
+    ``min_diff = samples_per_insert * min_size - buffer`` and ``max_diff = ... + buffer``.
+    """
+    if config.replay.error_buffer > 0:
+        return config.replay.error_buffer
+    spi = config.replay.samples_per_insert
+    return max(config.replay.min_size * 0.1 * spi, 2.0 * config.learner.batch_size, 2.0 * spi)

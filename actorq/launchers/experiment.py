@@ -8,6 +8,13 @@ to the run (its launcher stops its roles and writes ``summary.json`` with ``exit
 stops with status 130. Rerunning the same command skips finished runs and starts unfinished ones again from
 scratch (the old directory moved to ``OUT/_incomplete/``). ``OUT/experiment.json`` records the plan, the command of
 every run, and its outcome.
+
+``--sweep KEY=V1,V2`` (repeatable: the product of several keys) crosses the precisions and seeds with config values;
+every key and value is validated before the first run (:mod:`actorq.launchers.sweep`). Runs are then named
+``<P>-<KEY>=<V>-s<S>`` and get ``KEY=V`` as one more override; all cells of a seed run before the next seed, in an
+order rotated per seed. When a run finishes, its curated record ``OUT/records/<run>.json`` is written
+(:mod:`actorq.report.records`): ``actorq report OUT`` works from the records even after the run directories are
+deleted. A resumed experiment writes any record that is missing for a finished run.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ from actorq.launchers.orchestration import (
     set_aside,
     train_command,
 )
+from actorq.launchers.sweep import plan_sweeps
+from actorq.report.records import RECORDS_DIR, write_record
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +67,7 @@ class Experiment:
         self.out = Path(args.out)
         self.runs = runs
         self.process = RunProcess()
+        self._durations: list[float] = []
         self.record_path = self.out / "experiment.json"
         self.record: dict[str, Any] = self._load_record()
 
@@ -71,6 +81,7 @@ class Experiment:
             overrides=list(self.args.overrides),
             precisions=self.args.precisions,
             seeds=self.args.seed_list,
+            sweeps=list(self.args.sweep),
             order=[r.name for r in self.runs],
         )
         record.setdefault("runs", {})
@@ -82,15 +93,17 @@ class Experiment:
         tmp.write_text(json.dumps(self.record, indent=1))
         tmp.replace(self.record_path)
 
-    def _run_one(self, index: int, run: PlannedRun) -> int:
+    def _run_one(self, index: int, run: PlannedRun, left: int) -> int:
+        """Run one planned run; ``left``: runs still to go after it (for the estimate of the time left)."""
         run_dir = self.out / run.name
         if run_dir.exists():
             set_aside(self.out, run_dir)
         cmd = run_command(self.args, run, run_dir)
-        entry = {"command": cmd, "started_at": time.time(), "order": index}
+        entry = {"command": cmd, "started_at": time.time(), "order": index, "sweep": dict(run.sweep)}
         self.record["runs"][run.name] = entry
         self._save()
-        sys.stdout.write(f"[{index + 1}/{len(self.runs)}] {run.name}: {' '.join(cmd[2:])}\n")
+        # One line per run: its name when it starts, its outcome appended when it ends (commands: experiment.json).
+        sys.stdout.write(f"[{index + 1}/{len(self.runs)}] {run.name}: ")
         sys.stdout.flush()
         # The run's console output goes beside its directory: `actorq train` wants a new run's directory empty.
         code = self.process.run(cmd, self.out / LOGS_DIR / f"{run.name}.log")
@@ -101,17 +114,38 @@ class Experiment:
             best = summary.get("best_eval_return")
         except (OSError, ValueError):
             best = None
+        if entry["finished"]:
+            self._write_record(run)
         self._save()
+        took = entry["ended_at"] - entry["started_at"]
+        self._durations.append(took)
+        eta = left * sum(self._durations) / len(self._durations) / 60
         sys.stdout.write(
-            f"    exit {entry.get('exit')} (status {code}) in {entry['ended_at'] - entry['started_at']:.0f}s; "
-            f"best eval return {best}\n"
+            f"{entry.get('exit')} (status {code}) in {took:.0f}s, best eval return {best}"
+            f"{'' if entry['finished'] else ' (unfinished: see ' + str(self.out / LOGS_DIR / run.name) + '.log)'}; "
+            f"{left} to go (~{eta:.0f} min)\n"
         )
         sys.stdout.flush()
         return code
 
+    def _write_record(self, run: PlannedRun) -> bool:
+        """Write the run's curated record; a failure is logged (the run directory still holds everything)."""
+        try:
+            write_record(self.out / run.name, self.out / RECORDS_DIR, dict(run.sweep))
+        except Exception:  # noqa: BLE001  (a report-side bug must not stop a grid of hours; a rerun retries it)
+            log.exception("could not write the record of %s (a rerun of the experiment writes it)", run.name)
+            return False
+        return True
+
     def run(self) -> int:
         self.out.mkdir(parents=True, exist_ok=True)
         todo = [(i, r) for i, r in enumerate(self.runs) if not run_finished(self.out / r.name)]
+        for run in self.runs:  # finished before records existed, or the records folder was removed
+            if (
+                run_finished(self.out / run.name)
+                and not (self.out / RECORDS_DIR / f"{run.name}.json").exists()
+            ):
+                self._write_record(run)
         done = len(self.runs) - len(todo)
         if done:
             sys.stdout.write(
@@ -126,10 +160,10 @@ class Experiment:
         self._save()
         failed = []
         with self.process:
-            for index, run in todo:
+            for position, (index, run) in enumerate(todo):
                 if self.process.interrupted:
                     break
-                code = self._run_one(index, run)
+                code = self._run_one(index, run, len(todo) - position - 1)
                 if self.process.interrupted:
                     break
                 if not run_finished(self.out / run.name):
@@ -157,7 +191,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     args.config_max_minutes = config.max_minutes
     for precision in args.precisions:  # every run's config must be valid before the first starts
         validate_task(replace(config, **{"actor.precision": precision}).env)
-    runs = plan_runs(args.precisions, args.seed_list)
+    sweeps = plan_sweeps(args.config, args.overrides, args.sweep)
+    runs = plan_runs(args.precisions, args.seed_list, sweeps)
     if args.dry_run:
         for run in runs:
             sys.stdout.write(" ".join(run_command(args, run, Path(args.out) / run.name)) + "\n")
@@ -173,6 +208,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0],
     )
     add_plan_arguments(parser, precisions="fp32,fp16,int8", seeds=3, seeds_note="3")
+    parser.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="also cross with these values of a config key (repeatable: the product of several keys), "
+        "e.g. replay.samples_per_insert=1,8",
+    )
     parser.add_argument("--out", required=True, help="experiment directory (one run directory per run)")
     parser.add_argument("--dry-run", action="store_true", help="print the runs' commands in order and exit")
     parser.set_defaults(func=cmd_experiment)

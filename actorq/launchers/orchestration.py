@@ -45,25 +45,46 @@ INCOMPLETE_DIR = "_incomplete"
 LOGS_DIR = "logs"
 
 
+Sweep = tuple[tuple[str, str], ...]
+"""One cell of a sweep: ``((config key, value as given), ...)`` in the order the ``--sweep`` options came."""
+
+
 @dataclass(frozen=True)
 class PlannedRun:
-    """One run of a plan: a label (an ActorQ precision, or another system such as ``acme-fp32``) and a seed."""
+    """One run of a plan: a label (an ActorQ precision, or another system such as ``acme-fp32``), a seed, and the
+    sweep cell's config values (none outside a sweep)."""
 
     label: str
     seed: int
+    sweep: Sweep = ()
 
     @property
     def name(self) -> str:
-        """The run's directory name under the experiment directory."""
-        return f"{self.label}-s{self.seed}"
+        """The run's directory name: ``<label>-s<seed>``, or ``<label>-<key>=<value>[-...]-s<seed>`` in a sweep
+        (e.g. ``int8-replay.samples_per_insert=8-s0``)."""
+        cell = "".join(f"-{key}={value}" for key, value in self.sweep)
+        return f"{self.label}{cell}-s{self.seed}"
+
+    @property
+    def overrides(self) -> list[str]:
+        """The sweep cell as ``key=value`` overrides."""
+        return [f"{key}={value}" for key, value in self.sweep]
 
 
-def plan_runs(labels: list[str], seeds: list[int]) -> list[PlannedRun]:
-    """Runs in execution order: seed by seed, labels rotated by the seed's position (a Latin square)."""
+def plan_runs(labels: list[str], seeds: list[int], sweeps: list[Sweep] | None = None) -> list[PlannedRun]:
+    """Runs in execution order: seed by seed, every cell (label x sweep values) once per seed, the cells rotated
+    by the seed's position.
+
+    With at least as many seeds as cells the rotation is a Latin square (each cell at each position once per
+    ``len(cells)`` seeds); with fewer seeds the shifts are spread over the whole cycle, so no cell always runs
+    early or late. Labels of one sweep cell stay adjacent (fp32 and int8 of the same setting run back to back).
+    """
+    cells = [(label, sweep) for sweep in (sweeps or [()]) for label in labels]
     runs = []
     for i, seed in enumerate(seeds):
-        shift = i % len(labels)
-        runs += [PlannedRun(label, seed) for label in labels[shift:] + labels[:shift]]
+        n = len(cells)
+        shift = i % n if len(seeds) >= n else (i * n) // len(seeds)
+        runs += [PlannedRun(label, seed, sweep) for label, sweep in cells[shift:] + cells[:shift]]
     return runs
 
 
@@ -145,7 +166,7 @@ def train_command(
     max_actor_steps: int | None = None,
 ) -> list[str]:
     """The argv of one ActorQ run: ``run.label`` is its precision, ``run.seed`` its seed."""
-    cmd = [sys.executable, "-m", "actorq.launchers.train", str(config), *overrides]
+    cmd = [sys.executable, "-m", "actorq.launchers.train", str(config), *overrides, *run.overrides]
     cmd += ["--precision", run.label, "--seed", str(run.seed), "--run-dir", str(run_dir), "--quiet"]
     if actors is not None:
         cmd += ["--actors", str(actors)]

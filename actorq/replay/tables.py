@@ -9,27 +9,13 @@ import reverb
 from acme import specs as acme_specs
 from acme.adders import reverb as acme_adders
 
-from actorq.config import ExperimentConfig
+from actorq.config import ExperimentConfig, error_buffer
 
 log = logging.getLogger(__name__)
 
 EXPERIENCE_TABLE = acme_adders.DEFAULT_PRIORITY_TABLE
 LEARNER_WEIGHTS_TABLE = "learner_weights"
 POLICY_TABLE = "policy"
-
-
-def error_buffer(config: ExperimentConfig) -> float:
-    """The samples-per-insert limiter's tolerance (Acme's D4PG rule when the config leaves it 0).
-
-    Acme uses ``min_replay_size * 0.1 * samples_per_insert``; we also keep it at least two learner batches, so a
-    learner step is never refused for being a few samples over the ratio, and at least
-    ``2 * samples_per_insert``, above Reverb's floor of ``samples_per_insert`` (a tolerance window of less than
-    ``2 * samples_per_insert`` can block inserts and samples for good).
-    """
-    if config.replay.error_buffer > 0:
-        return config.replay.error_buffer
-    spi = config.replay.samples_per_insert
-    return max(config.replay.min_size * 0.1 * spi, 2.0 * config.learner.batch_size, 2.0 * spi)
 
 
 def make_tables(config: ExperimentConfig, environment_spec: acme_specs.EnvironmentSpec) -> list[reverb.Table]:

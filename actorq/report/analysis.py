@@ -1,10 +1,7 @@
-"""From runs to the report's numbers: per-run measurements, then per task and precision (label) over seeds.
+"""From runs to the report's numbers: per task and label (precision and sweep cell) over seeds.
 
-Energy estimate (used when hardware counters are missing, which is the case in most VMs): CPU seconds of every
-process of the run (``summary.energy.cpu_seconds``, measured by the launcher) times :data:`WATTS_PER_CORE`, a
-documented per-busy-core power figure; CO2 from that energy times the carbon intensity codecarbon used for the
-run (or :data:`DEFAULT_CARBON_INTENSITY`). Idle and DRAM power are left out: on a shared machine they are not the
-run's. It is labelled an estimate wherever it is printed.
+Per-run measurements are :mod:`actorq.report.measure`'s; this module groups them into tables, finds the threshold
+and compares labels.
 """
 
 from __future__ import annotations
@@ -15,225 +12,27 @@ from typing import Any
 
 import numpy as np
 
-from actorq.report import stats
-from actorq.report.runs import RunData
-from actorq.timers import BREAKDOWN_COMPONENTS
+from actorq.report import bootstrap, stats
+from actorq.report.measure import (
+    DEFAULT_CARBON_INTENSITY,
+    PROJECTION_K,
+    WATTS_PER_CORE,
+    RunMetrics,
+    diagnose_run,
+    measure_run,
+)
+from actorq.report.runs import RunData, split_label
 
-WATTS_PER_CORE = 350.0 / 60.0
-"""Power of one busy core: Intel Xeon Platinum 8580 (5th gen Xeon, the family of this VM's CPU model 207),
-TDP 350 W over 60 cores = 5.83 W. An estimate, not a measurement."""
-DEFAULT_CARBON_INTENSITY = 0.369
-"""kg CO2 per kWh when a run has no codecarbon figure: codecarbon 3.3.2's offline value for the USA."""
-PROJECTION_K = (1.0, 2.0, 4.0, 10.0, math.inf)
-"""Learner speed-ups the projection is shown for (inf: the actors' own limit)."""
-
-
-@dataclass
-class RunMetrics:
-    """Everything the report says about one run."""
-
-    run: RunData
-    t_reach: float | None = None
-    steps_reach: float | None = None
-    final_return: float | None = None
-    best_raw: float | None = None
-    untrained_return: float | None = None
-    budget_steps: float | None = None
-    """The run's actor-step budget (``max_actor_steps``; the paper's "steps trained" in our configs)."""
-    t_budget: float | None = None
-    """Wall seconds to spend that budget, when the run ended on it."""
-    """Mean return of the evaluations before the learner's first update (see :func:`stats.untrained_return`)."""
-    breakdown: dict[str, float] = field(default_factory=dict)
-    """Seconds per env step per component (all actors' totals over all their steps)."""
-    actor_steps: float = 0.0
-    wall: float = 0.0
-    acting_start: float | None = None
-    """Seconds from time zero to the first experience insert."""
-    actor_rate: float | None = None
-    """Measured env steps/s of all actors together while acting."""
-    actor_free_rate: float | None = None
-    """Unthrottled env steps/s of all actors together (see ``actor_free_source``)."""
-    actor_wall_rate: float | None = None
-    actor_free_source: str | None = None
-    """"cpu": sum over actors of steps per CPU second (each on its own core); "wall": steps over the breakdown's
-    wall time minus rate-limiter waits (a lower bound when the limiter engaged in every sampling interval)."""
-    wait_share: float | None = None
-    learner_rate: float | None = None
-    learner_insert_rate: float | None = None
-    achieved_spi: float | None = None
-    regime: stats.Regime | None = None
-    staleness: float | None = None
-    """Median learner steps between the learner's newest weights and those an actor acts with."""
-    message_bytes: int | None = None
-    comm_bits: int | None = None
-    broadcasts: float | None = None
-    broadcast_cost: dict[str, float] = field(default_factory=dict)
-    """Seconds per received broadcast: pull, decode, apply (pull includes no-change pulls)."""
-    cpu_seconds: float | None = None
-    cpu_to_reach: float | None = None
-    codecarbon: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        return self.run.label
-
-    @property
-    def seed(self) -> int:
-        return self.run.seed
-
-    def energy_kwh(self, to_reach: bool = False) -> float | None:
-        """Estimated energy (kWh) of the run, or up to reaching the threshold."""
-        cpu = self.cpu_to_reach if to_reach else self.cpu_seconds
-        return None if cpu is None else cpu * WATTS_PER_CORE / 3.6e6
-
-    def co2_kg(self, to_reach: bool = False) -> float | None:
-        kwh = self.energy_kwh(to_reach)
-        intensity = self.codecarbon.get("carbon_intensity_kg_per_kwh") or DEFAULT_CARBON_INTENSITY
-        return None if kwh is None else kwh * intensity
-
-    def projected(self, k: float, budget: bool = False) -> float | None:
-        """Time to reward (or, with ``budget``, to the run's actor-step budget) with a k-times faster learner
-        (:func:`stats.projected_time`); None when the run has no such step count or no throughput figures."""
-        steps = self.budget_steps if budget else self.steps_reach
-        if steps is None or not self.actor_free_rate or (not self.learner_insert_rate and math.isfinite(k)):
-            return None
-        learner = self.learner_insert_rate if self.learner_insert_rate else math.inf
-        return stats.projected_time(
-            steps, self.actor_free_rate, learner, k, startup_s=self.acting_start or 0.0
-        )
-
-
-def _last(rows: list[dict[str, Any]], key: str) -> float | None:
-    for row in reversed(rows):
-        if row.get(key) is not None:
-            return float(row[key])
-    return None
-
-
-def _column(rows: list[dict[str, Any]], key: str) -> np.ndarray:
-    return np.asarray([np.nan if r.get(key) is None else float(r[key]) for r in rows], dtype=np.float64)
-
-
-def _actor_measurements(m: RunMetrics) -> None:
-    totals = dict.fromkeys(BREAKDOWN_COMPONENTS, 0.0)
-    steps = wait = 0.0
-    broadcast = {"pull": [], "decode": [], "apply": []}
-    received = []
-    for rows in m.run.actors.values():
-        if not rows:
-            continue
-        n = _last(rows, "step") or 0.0
-        steps += n
-        for comp in BREAKDOWN_COMPONENTS:
-            totals[comp] += _last(rows, f"{comp}_s") or 0.0
-        adder = _column(rows, "adder_s")
-        if np.isfinite(adder).any():
-            intrinsic = stats.intrinsic_cost_per_step(_column(rows, "step"), adder)
-            wait += max(0.0, (_last(rows, "adder_s") or 0.0) - intrinsic * n)
-        got = _last(rows, "broadcasts_received") or 0.0
-        received.append(got)
-        if got > 0:
-            for comp in broadcast:
-                broadcast[comp].append((_last(rows, f"{comp}_s") or 0.0) / got)
-    busy = sum(totals.values())
-    if steps > 0:
-        m.breakdown = {comp: totals[comp] / steps for comp in BREAKDOWN_COMPONENTS}
-    if busy > 0 and steps > 0:
-        m.wait_share = wait / busy
-        m.actor_wall_rate = len([r for r in m.run.actors.values() if r]) * steps / max(busy - wait, 1e-9)
-        m.actor_free_rate, m.actor_free_source = m.actor_wall_rate, "wall"
-    cpu_rates = [
-        stats.cpu_rate(_column(rows, "step"), _column(rows, "cpu_s")) for rows in m.run.actors.values()
-    ]
-    if cpu_rates and all(r is not None for r in cpu_rates):
-        # Each actor on a core of its own (the paper's setup); rate-limiter waits take no CPU.
-        m.actor_free_rate = float(sum(cpu_rates))
-        m.actor_free_source = "cpu"
-    m.broadcasts = min(received) if received else None
-    m.broadcast_cost = {k: float(np.mean(v)) for k, v in broadcast.items() if v}
-
-
-def _learner_measurements(m: RunMetrics) -> None:
-    rows = [r for r in m.run.learner if (r.get("step") or 0) > 0 and r.get("time") is not None]
-    if len(rows) >= 2:
-        dt = float(rows[-1]["time"]) - float(rows[0]["time"])
-        if dt > 0:
-            m.learner_rate = (float(rows[-1]["step"]) - float(rows[0]["step"])) / dt
-    spi = float(m.run.cfg("replay", "samples_per_insert", 0.0))
-    batch = float(m.run.cfg("learner", "batch_size", 0))
-    if m.learner_rate and spi > 0 and batch > 0:
-        m.learner_insert_rate = m.learner_rate * batch / spi
-    inserts, samples = _last(m.run.replay, "inserts"), _last(m.run.replay, "samples")
-    if inserts:
-        m.achieved_spi = (samples or 0.0) / inserts
-    _diagnose(m)
-
-
-def _diagnose(m: RunMetrics) -> None:
-    """The run's regime from its actor and learner rates (again whenever the actor rate is replaced)."""
-    spi = float(m.run.cfg("replay", "samples_per_insert", 0.0))
-    m.regime = stats.diagnose(m.actor_free_rate, m.learner_insert_rate, m.wait_share, spi)
-
-
-def _staleness(m: RunMetrics) -> None:
-    learner = [r for r in m.run.learner if r.get("time") is not None and r.get("step") is not None]
-    if len(learner) < 2:
-        return
-    lt, ls = _column(learner, "time"), _column(learner, "step")
-    lags = []
-    for rows in m.run.actors.values():
-        for r in rows:
-            w, t = r.get("weights_learner_step"), r.get("time")
-            if w is None or t is None or w < 0 or not lt[0] <= t <= lt[-1]:
-                continue
-            lags.append(max(0.0, float(np.interp(t, lt, ls)) - float(w)))
-    m.staleness = float(np.median(lags)) if lags else None
-
-
-def _energy(m: RunMetrics) -> None:
-    energy = m.run.summary.get("energy") or {}
-    m.cpu_seconds = energy.get("cpu_seconds")
-    m.codecarbon = energy.get("codecarbon") or {}
-    if m.t_reach is not None and m.run.energy:
-        elapsed, cpu = _column(m.run.energy, "elapsed"), _column(m.run.energy, "cpu_seconds")
-        keep = np.isfinite(elapsed) & np.isfinite(cpu)
-        if keep.sum() >= 1:
-            m.cpu_to_reach = float(np.interp(m.t_reach, elapsed[keep], cpu[keep]))
-
-
-def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -> RunMetrics:
-    """Per-run numbers; ``threshold`` None leaves the time-to-threshold fields empty."""
-    m = RunMetrics(run)
-    m.wall = float(run.summary.get("wall_seconds") or 0.0)
-    m.actor_steps = float(run.summary.get("actor_steps") or 0.0)
-    budget = run.config.get("max_actor_steps")
-    m.budget_steps = float(budget) if isinstance(budget, (int, float)) and budget > 0 else None
-    if m.budget_steps and run.summary.get("exit") == "max_actor_steps":
-        m.t_budget = m.wall
-    if run.eval_return.size:
-        m.best_raw = float(np.nanmax(run.eval_return))
-        m.final_return = float(np.mean(run.eval_return[-k:]))
-        m.untrained_return = stats.untrained_return(run.eval_learner_steps, run.eval_return)
-    if threshold is not None and run.eval_return.size:
-        i = stats.first_crossing(run.eval_return, threshold, k, statistic)
-        if i is not None:
-            m.t_reach = float(run.eval_t[i])
-            m.steps_reach = float(run.eval_steps[i]) if np.isfinite(run.eval_steps[i]) else None
-    if run.replay:
-        m.acting_start = stats.first_activity_time(
-            _column(run.replay, "time") - run.start, _column(run.replay, "inserts")
-        )
-    elif run.eval_t.size:
-        m.acting_start = stats.first_activity_time(run.eval_t, run.eval_steps)
-    acting = m.wall - (m.acting_start or 0.0)
-    m.actor_rate = m.actor_steps / acting if acting > 0 else None
-    m.message_bytes = run.summary.get("message_bytes")
-    m.comm_bits = run.summary.get("comm_bits")
-    _actor_measurements(m)
-    _learner_measurements(m)
-    _staleness(m)
-    _energy(m)
-    return m
+__all__ = [
+    "DEFAULT_CARBON_INTENSITY",
+    "PROJECTION_K",
+    "WATTS_PER_CORE",
+    "RunMetrics",
+    "TaskTable",
+    "build_tables",
+    "config_differences",
+    "measure_run",
+]
 
 
 @dataclass
@@ -250,8 +49,38 @@ class TaskTable:
     """Config keys (other than precision, wire bits and seed) whose values differ between the task's runs."""
 
     def labels(self) -> list[str]:
+        """Sweep cell by sweep cell, fp32, fp16, int8 and then other labels within each."""
         order = {"fp32": 0, "fp16": 1, "int8": 2}
-        return sorted(self.runs, key=lambda lab: (order.get(lab.split("/")[0], 3), lab))
+
+        def key(label: str) -> tuple[str, int, str]:
+            head, cell = split_label(label)
+            return cell, order.get(head.split("/")[0], 3), head
+
+        return sorted(self.runs, key=key)
+
+    def base_of(self, label: str, base: str = "fp32") -> str:
+        """The label ``label`` is compared with: ``base`` in the same sweep cell."""
+        return base + split_label(label)[1]
+
+    def times(self, label: str) -> list[float | None]:
+        """Each run's time to threshold (None: not reached, censored)."""
+        return [m.t_reach for m in self.runs.get(label, [])]
+
+    def time_ci(self, label: str) -> bootstrap.Interval:
+        """Median time to threshold with its bootstrap 95% CI, unreached runs censored."""
+        return bootstrap.censored_median_ci(self.times(label))
+
+    def speedup_ci(self, label: str, base: str = "fp32") -> bootstrap.Interval:
+        """Median time of ``base`` (same sweep cell) / median time of ``label``, with its bootstrap 95% CI."""
+        return bootstrap.speedup_ci(self.times(self.base_of(label, base)), self.times(label))
+
+    def best_cell(self, precision: str) -> str | None:
+        """The label (sweep cell) of ``precision`` with the lowest median time to threshold (None if none has a
+        finite median): "each precision at its own best setting"."""
+        cells = [lab for lab in self.runs if split_label(lab)[0] == precision]
+        timed = [(self.time_ci(lab).value, lab) for lab in cells]
+        timed = [(t, lab) for t, lab in timed if t is not None and math.isfinite(t)]
+        return min(timed)[1] if timed else None
 
     def summary(self, label: str, key: str, censored: bool = False) -> stats.SeedSummary:
         values = [getattr(m, key) for m in self.runs.get(label, [])]
@@ -271,7 +100,8 @@ class TaskTable:
         return untrained is not None and self.threshold is not None and untrained >= self.threshold
 
     def speedup(self, label: str, base: str = "fp32") -> tuple[float | None, list[float]]:
-        """(ratio of median times base/label, per-seed paired ratios)."""
+        """(ratio of median times base/label, per-seed paired ratios); ``base`` within the label's sweep cell."""
+        base = self.base_of(label, base)
         t_base = self.summary(base, "t_reach", censored=True).median
         t = self.summary(label, "t_reach", censored=True).median
         paired = stats.paired_ratios(
@@ -292,7 +122,7 @@ def build_tables(
     tables = []
     for task in sorted({r.task for r in runs}):
         group = [r for r in runs if r.task == task]
-        source = [r for r in group if r.label == base]
+        source = [r for r in group if split_label(r.label)[0] == base]
         threshold_source = f"best {base} run"
         if not source:
             source, threshold_source = group, f"best run of any label (no {base} runs)"
@@ -304,7 +134,10 @@ def build_tables(
             by_label.setdefault(run.label, []).append(measure_run(run, threshold, k, statistic))
         _same_actor_rate_source([m for ms in by_label.values() for m in ms])
         table = TaskTable(task, best, max(raw) if raw else None, threshold, threshold_source, by_label)
-        table.config_differences = config_differences([r.config for r in group])
+        swept = {key for r in group for key in r.sweep}
+        table.config_differences = {
+            k: v for k, v in config_differences([r.config for r in group]).items() if k not in swept
+        }
         tables.append(table)
     return tables
 
@@ -316,7 +149,7 @@ def _same_actor_rate_source(runs: list[RunMetrics]) -> None:
     for m in runs:
         if m.actor_free_source == "cpu":
             m.actor_free_rate, m.actor_free_source = m.actor_wall_rate, "wall"
-            _diagnose(m)
+            diagnose_run(m)
 
 
 COMPARED_AWAY = ("actor.precision", "quantizer.comm_bits", "seed", "paper")

@@ -14,11 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from actorq.report import bootstrap, paper, render, stats
+from actorq.report import grid_md as gmd
 from actorq.report import markdown as md
-from actorq.report import paper, render, stats
 from actorq.report import projection_md as pmd
 from actorq.report.analysis import PROJECTION_K, TaskTable, build_tables
-from actorq.report.runs import load_runs
+from actorq.report.runs import load_runs, split_label
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +38,23 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
         diffs = "; ".join(f"`{k}`: {', '.join(v)}" for k, v in t.config_differences.items())
         s.append(f"**Caveat: these runs differ in more than precision and seed** ({diffs}).\n")
     s += _hardware_lines(t)
-    s += ["### Time to reward (Table 2 analogue)\n", md.time_table(t), ""]
     note = md.untrained_note(t)
     s += [note, ""] if note else []
+    s += ["### Time to threshold with 95% confidence intervals (Table 2 analogue)\n", gmd.ci_table(t), ""]
+    s += [gmd.CI_NOTE, ""]
+    best = gmd.best_vs_best(t)
+    s += [best, ""] if best else []
     s += [md.paper_comparison(t), ""]
+    s += [
+        "### Time to reward, median and min-max over seeds (with per-seed speed-ups)\n",
+        md.time_table(t),
+        "",
+    ]
+    s += ["### Throughput and CPU per role\n", gmd.throughput_table(t), "", gmd.THROUGHPUT_NOTE, ""]
+    s += ["### Regime of each run (time blocked on the rate limiter)\n", gmd.regime_counts(t) + ".", ""]
+    s += [gmd.blocked_table([m for lab in t.labels() for m in t.runs[lab]]), "", gmd.BLOCKED_NOTE, ""]
     s += ["### Convergence\n"]
+    s.append(_img(render.convergence(t, out, "learner_steps"), out, "return vs learner steps"))
     s.append(_img(render.convergence(t, out, "steps"), out, "return vs actor steps"))
     s.append(_img(render.convergence(t, out, "time"), out, "return vs wall time"))
     s += ["### Actor runtime breakdown (Fig. 4c/4d analogue)\n", md.breakdown_table(t), ""]
@@ -55,7 +68,7 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     s.append(
         "Pull time counts every pull (also those that found no newer version), divided by broadcasts received.\n"
     )
-    s += ["### Regime diagnosis\n", pmd.regime_table(t), ""]
+    s += ["### Regime diagnosis from rates (model)\n", pmd.regime_table(t), ""]
     s.append(
         f"A run is **learner-bound** when its actors could insert >= {stats.LEARNER_BOUND_RATIO}x what the "
         f"learner's sampling allows or spend >= {stats.LEARNER_BOUND_WAIT_SHARE:.0%} of their time waiting on "
@@ -112,28 +125,29 @@ def _bench_section(path: Path, out: Path) -> list[str]:
 
 
 def _hardware_lines(t: TaskTable) -> list[str]:
-    """Where the runs ran (CPU, flags, caches, bandwidth) and the kernel each precision's actors verified."""
-    machines: dict[str, set[str]] = {}
+    """Where the runs ran (CPU, flags, caches; bandwidth as the median over runs) and the kernels the actors
+    verified: one line per machine, not per run."""
+    machines: dict[str, dict[str, Any]] = {}
     for label in t.labels():
         for m in t.runs[label]:
             hw, kernel = m.run.summary.get("hardware"), m.run.summary.get("kernel")
             if not hw:
                 continue
             flags = ", ".join(f for f, on in (hw.get("flags") or {}).items() if on) or "-"
-            line = (
-                f"{hw.get('model', '?')}, {hw.get('cores', '?')} cores ({flags}); L3 {hw.get('l3_bytes')} B; "
-                f"read bandwidth {hw.get('weights_read_gbs', '?')} GB/s at the policy's weight size, "
-                f"{hw.get('dram_read_gbs', '?')} GB/s from DRAM"
-            )
+            key = f"{hw.get('model', '?')}, {hw.get('cores', '?')} cores ({flags}); L3 {hw.get('l3_bytes')} B"
+            seen = machines.setdefault(key, {"kernels": set(), "weights": [], "dram": [], "runs": 0})
+            seen["runs"] += 1
+            seen["weights"].append(hw.get("weights_read_gbs"))
+            seen["dram"].append(hw.get("dram_read_gbs"))
             if kernel:
-                machines.setdefault(line, set()).add(
-                    f"{label}: {kernel} (error {md.fmt(m.run.summary.get('kernel_error'), 4)})"
+                seen["kernels"].add(
+                    f"{split_label(label)[0]}: {kernel} (error {md.fmt(m.run.summary.get('kernel_error'), 4)})"
                 )
-            else:
-                machines.setdefault(line, set())
     return [
-        f"Machine: {line}; actor kernels: {', '.join(sorted(k)) or 'not recorded'}.\n"
-        for line, k in machines.items()
+        f"Machine ({v['runs']} runs): {key}; read bandwidth {md.fmt(stats.plain_median(v['weights']).median, 2)} GB/s "
+        f"at the policy's weight size, {md.fmt(stats.plain_median(v['dram']).median, 2)} GB/s from DRAM (medians "
+        f"over runs); actor kernels: {', '.join(sorted(v['kernels'])) or 'not recorded'}.\n"
+        for key, v in machines.items()
     ]
 
 
@@ -162,6 +176,27 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
                 "speedup_vs_fp32": speed,
                 "paired_speedups": paired,
                 "final_return": t.summary(label, "final_return").__dict__,
+                "time_to_threshold_ci": t.time_ci(label).as_dict(),
+                "speedup_vs_fp32_ci": t.speedup_ci(label).as_dict(),
+                "final_return_ci": bootstrap.mean_ci([m.final_return for m in t.runs[label]]).as_dict(),
+                "best_return_ci": bootstrap.mean_ci([m.best_smoothed for m in t.runs[label]]).as_dict(),
+                "per_run": {
+                    m.run.name: {
+                        "seed": m.seed,
+                        "sweep": m.run.sweep,
+                        "time_to_threshold_s": m.t_reach,
+                        "final_return": m.final_return,
+                        "best_return": m.best_smoothed,
+                        "learner_steps_per_s": m.learner_steps_per_s,
+                        "env_steps_per_s": m.actor_rate,
+                        "cpu_seconds_per_role": m.role_cpu_seconds,
+                        "acting_seconds": m.acting_seconds,
+                        "learner_blocked_share": m.learner_blocked_share,
+                        "actor_blocked_share": m.actor_blocked_share,
+                        "regime": m.blocked_regime,
+                    }
+                    for m in t.runs[label]
+                },
                 "regimes": [m.regime.label if m.regime else None for m in t.runs[label]],
                 "projected_s": {
                     ("inf" if math.isinf(k) else str(k)): stats.censored_median(
@@ -184,6 +219,8 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
             "best_raw": t.best_raw,
             "threshold": t.threshold,
             "untrained_return": t.untrained(),
+            "threshold_degenerate": t.degenerate,
+            "best_cells": {p: t.best_cell(p) for p in ("fp32", "fp16", "int8")},
             "labels": labels,
         }
     return out

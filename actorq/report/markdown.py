@@ -126,11 +126,13 @@ def paper_comparison(t: TaskTable) -> str:
         out.append(f"Note: {row.note}.")
     if t.threshold is not None:
         out.append(f"Our reward threshold is {t.threshold:.1f} (paper: {row.reward:g}).")
-    for label in ("fp16", "int8"):
-        ours, _ = t.speedup(label)
-        theirs = row.speedup(label)
-        if label not in t.runs or theirs is None:
+    for precision in ("fp16", "int8"):
+        # In a sweep, the precision's best cell (compared with fp32 of the same cell).
+        label = precision if precision in t.runs else t.best_cell(precision)
+        theirs = row.speedup(precision)
+        if label is None or theirs is None:
             continue
+        ours, _ = t.speedup(label)
         if t.degenerate:
             out.append(
                 f"{label}: {fmt(ours, 2, 'x')} here vs {theirs:g}x in the paper, but not comparable: our threshold "

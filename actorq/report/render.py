@@ -51,13 +51,16 @@ def slug(text: str) -> str:
 
 
 def convergence(table: TaskTable, out: Path, x: str = "steps") -> Path:
-    """Evaluation return vs total actor steps (``x="steps"``) or wall minutes (``"time"``): mean and min-max."""
+    """Evaluation return vs total actor steps (``x="steps"``), learner steps (``"learner_steps"``) or wall minutes
+    (``"time"``): mean and min-max over seeds."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for i, label in enumerate(table.labels()):
         curves = []
         for m in table.runs[label]:
-            xs = m.run.eval_steps if x == "steps" else m.run.eval_t / 60.0
+            xs = {"steps": m.run.eval_steps, "learner_steps": m.run.eval_learner_steps}.get(
+                x, m.run.eval_t / 60.0
+            )
             curves.append((xs, m.run.eval_return))
         xmax = max((np.nanmax(c[0]) for c in curves if np.isfinite(c[0]).any()), default=0.0)
         if xmax <= 0:
@@ -75,10 +78,11 @@ def convergence(table: TaskTable, out: Path, x: str = "steps") -> Path:
             linewidth=0.8,
             label=f"threshold {table.threshold:.1f}",
         )
-    ax.set_xlabel("total actor steps" if x == "steps" else "wall time (min)")
+    ax.set_xlabel({"steps": "total actor steps", "learner_steps": "learner steps"}.get(x, "wall time (min)"))
     ax.set_ylabel("evaluation return (fp32 learner policy)")
     ax.set_title(f"{table.task}: mean and min-max over seeds")
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # none when no run got past x = 0 (e.g. no learner step yet)
+        ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return _save(plt, fig, out / f"convergence_{x}_{slug(table.task)}.png")
 

@@ -51,6 +51,10 @@ class RunData:
     replay: list[dict[str, Any]] = field(default_factory=list)
     quantizer: list[dict[str, Any]] = field(default_factory=list)
     energy: list[dict[str, Any]] = field(default_factory=list)
+    sweep: dict[str, str] = field(default_factory=dict)
+    """The run's sweep cell (``{config key: value}``) when it came from ``actorq experiment --sweep``."""
+    aggregates: dict[str, Any] | None = None
+    """Per-run measurements already reduced from the metrics (a curated record); None: compute them from the rows."""
 
     @property
     def name(self) -> str:
@@ -94,6 +98,28 @@ def group_label(summary: dict[str, Any]) -> str:
     return precision
 
 
+def cell_label(label: str, sweep: dict[str, str]) -> str:
+    """``int8 [replay.samples_per_insert=8]`` (the label alone outside a sweep)."""
+    if not sweep:
+        return label
+    return f"{label} [{', '.join(f'{k}={v}' for k, v in sweep.items())}]"
+
+
+def split_label(label: str) -> tuple[str, str]:
+    """``"int8/c8 [spi=8]"`` -> ``("int8/c8", " [spi=8]")``: the system/precision part and the sweep cell."""
+    head, sep, cell = label.partition(" [")
+    return head, sep + cell
+
+
+def experiment_sweeps(directory: Path) -> dict[str, dict[str, str]]:
+    """``{run name: sweep cell}`` from an experiment's ``experiment.json`` (empty when there is none)."""
+    try:
+        record = json.loads((directory / "experiment.json").read_text())
+        return {name: dict(entry.get("sweep") or {}) for name, entry in record.get("runs", {}).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
 def _first_role_start(path: Path) -> float | None:
     starts = []
     for csv_path in path.glob("*/metrics.csv"):
@@ -112,7 +138,7 @@ def run_start(path: Path, summary: dict[str, Any]) -> float | None:
     return _first_role_start(path)
 
 
-def load_run(path: str | Path) -> RunData:
+def load_run(path: str | Path, sweep: dict[str, str] | None = None) -> RunData:
     """Read one run directory.
 
     Raises:
@@ -141,7 +167,7 @@ def load_run(path: str | Path) -> RunData:
         summary=summary,
         config=config,
         task=str(summary.get("task", "?")),
-        label=group_label(summary),
+        label=cell_label(group_label(summary), sweep or {}),
         seed=int(summary.get("seed", config.get("seed", 0)) or 0),
         start=start,
         eval_t=column("time") - start,
@@ -153,15 +179,27 @@ def load_run(path: str | Path) -> RunData:
         replay=read_metrics(path / "replay" / "metrics.csv"),
         quantizer=read_metrics(path / "quantizer" / "metrics.csv"),
         energy=read_metrics(path / "energy" / "metrics.csv"),
+        sweep=dict(sweep or {}),
     )
 
 
 def load_runs(paths: list[str | Path]) -> tuple[list[RunData], list[tuple[Path, str]]]:
-    """All finished runs under ``paths``, and ``(path, reason)`` for every run left out."""
-    runs, skipped = [], []
+    """All finished runs under ``paths``, and ``(path, reason)`` for every run left out.
+
+    An experiment directory's curated records (``records/<run>.json``) stand for their runs, so a report needs no
+    run directory; a run directory without a record is read directly. A ``records`` directory may also be given
+    alone.
+    """
+    from actorq.report.records import load_records
+
+    recorded, skipped = load_records(paths)
+    runs: list[RunData] = list(recorded)
+    have = {(r.path.parent.parent.resolve(), r.name) for r in recorded}
     for path in discover(paths):
+        if (path.parent.resolve(), path.name) in have:
+            continue
         try:
-            run = load_run(path)
+            run = load_run(path, experiment_sweeps(path.parent).get(path.name))
         except ValueError as exc:
             skipped.append((path, str(exc)))
             continue

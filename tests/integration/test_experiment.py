@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -116,3 +117,31 @@ def test_ctrl_c_is_forwarded_and_nothing_is_left_behind(tmp_path):
     assert json.loads((out / "fp32-s0" / "summary.json").read_text())["exit"] == "interrupted"
     assert not (out / "int8-s0").exists()  # stopped: the next run never started
     assert not [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.integration
+def test_sweep_runs_write_records_that_report_without_run_dirs(tmp_path):
+    config = tiny_config(
+        "dqn", launcher="inprocess", max_actor_steps=150, max_minutes=1.5, **{"actor.num_actors": 1}
+    )
+    save_config(config, tmp_path / "in.yaml")
+    out = tmp_path / "exp"
+    spi = "replay.samples_per_insert"
+    result = _experiment(
+        tmp_path / "in.yaml", out, "--precisions", "int8", "--seeds", "1", "--sweep", f"{spi}=0,4"
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    names = [f"int8-{spi}=0-s0", f"int8-{spi}=4-s0"]
+    for name, value in zip(names, ("0", "4"), strict=True):
+        assert f"{spi}={value}" in json.loads((out / "experiment.json").read_text())["runs"][name]["command"]
+        assert (out / "records" / f"{name}.json").is_file()
+    for name in names:  # the records alone make the report
+        shutil.rmtree(out / name)
+    report = subprocess.run(
+        [sys.executable, "-m", "actorq.cli", "report", str(out), "--out", str(tmp_path / "report")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr[-2000:]
+    numbers = json.loads((tmp_path / "report" / "report.json").read_text())
+    (task,) = numbers.values()
+    assert sorted(task["labels"]) == [f"int8 [{spi}=0]", f"int8 [{spi}=4]"]

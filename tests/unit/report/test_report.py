@@ -154,7 +154,9 @@ def test_build_report_writes_markdown_figures_and_numbers(experiment, tmp_path):
     path = build_report([str(experiment)], out, bench=[str(bench)])
     text = path.read_text()
     for heading in (
-        "Time to reward (Table 2 analogue)",
+        "Time to threshold with 95% confidence intervals (Table 2 analogue)",
+        "Throughput and CPU per role",
+        "Regime of each run",
         "Convergence",
         "Actor runtime breakdown",
         "Broadcasts",
@@ -302,5 +304,6 @@ def test_report_names_the_machine_and_the_kernels_the_actors_verified(tmp_path):
         summary.update(hardware=hardware, kernel=kernel, kernel_error=0.0074)
         (path / "summary.json").write_text(json.dumps(summary))
     text = build_report([str(tmp_path)], tmp_path / "r").read_text()
-    assert "Machine: AMD EPYC, 2 cores (avx2)" in text and "40.1 GB/s" in text
+    assert "Machine (2 runs): AMD EPYC, 2 cores (avx2)" in text and "40.10 GB/s" in text
+    assert text.count("Machine (") == 1  # one line per machine, not one per run
     assert "int8: int8/ort-u8 (error 0.0074)" in text and "fp32: fp32/ort" in text

@@ -1,0 +1,175 @@
+"""Bootstrap 95% confidence intervals over seeds, with censoring, and the regime from measured blocking.
+
+* **Censored median** (times to threshold): a run that never reached the threshold counts as +infinity (slower
+  than every run that did), never dropped. Each bootstrap resample takes ``n`` runs with replacement and its
+  median; the interval is the resamples' 2.5th and 97.5th percentiles, taken as order statistics (no
+  interpolation between a finite time and infinity). An upper bound of infinity means "not reached" is inside the
+  interval; a median of infinity, that more than half the runs did not reach it.
+* **Speed-up** ``median(base) / median(other)``: both groups resampled independently (a seed of fp32 and the same
+  seed of int8 share environment seeds, not an outcome); ``inf / finite`` is infinite, ``finite / inf`` is 0, and a
+  resample where both medians are infinite has no ratio: when more than ``1 - level`` of resamples have none, the
+  interval is not reported (None).
+* **Mean** (final and best rewards): plain percentile bootstrap of the mean.
+
+Resamples use a fixed seed, so a report is reproducible from the same runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+RESAMPLES = 4000
+LEVEL = 0.95
+RNG_SEED = 20
+REGIME_SHARE = 0.5
+"""A side that is blocked on the rate limiter for at least this share of the acting time (and more than the other
+side) sets the regime: actors blocked -> learner-bound, learner blocked -> actor-bound; otherwise balanced."""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a bootstrap interval over ``n`` runs (``n_reached`` of which reached the threshold).
+
+    ``value``/``low``/``high`` may be ``math.inf`` (not reached) and are None when undefined."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int
+    n_reached: int
+
+    def fmt(self, digits: int = 0, unit: str = "", inf: str = "not reached") -> str:
+        """``"412 s [380, 460] (5/5)"``; infinity shows as ``inf`` ("not reached" for times; "inf" for ratios)."""
+
+        def one(x: float | None) -> str:
+            if x is None:
+                return "-"
+            return inf if math.isinf(x) else f"{x:,.{digits}f}{unit}"
+
+        if not self.n:
+            return "-"
+        ci = f" [{one(self.low)}, {one(self.high)}]" if self.low is not None else " [CI undefined]"
+        return f"{one(self.value)}{ci} ({self.n_reached}/{self.n})"
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        """JSON-ready, with infinity as the string "inf"."""
+
+        def one(x: float | None) -> float | str | None:
+            return "inf" if x is not None and math.isinf(x) else x
+
+        return {"value": one(self.value), "low": one(self.low), "high": one(self.high), "n": self.n,
+                "n_reached": self.n_reached}  # fmt: skip
+
+
+def _censored(values: Sequence[float | None]) -> np.ndarray:
+    return np.asarray(
+        [math.inf if v is None or not math.isfinite(v) else float(v) for v in values], np.float64
+    )
+
+
+def _medians(samples: np.ndarray) -> np.ndarray:
+    """Row medians of a (resamples, n) matrix that may hold +inf (no inf - inf, so no NaN)."""
+    s = np.sort(samples, axis=1)
+    n = s.shape[1]
+    return (s[:, (n - 1) // 2] + s[:, n // 2]) / 2.0
+
+
+def _resample(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return x[rng.integers(0, x.size, size=(RESAMPLES, x.size))]
+
+
+def _bounds(stat: np.ndarray, level: float) -> tuple[float, float]:
+    tail = (1.0 - level) / 2 * 100
+    return (
+        float(np.percentile(stat, tail, method="lower")),
+        float(np.percentile(stat, 100 - tail, method="higher")),
+    )
+
+
+def censored_median_ci(values: Sequence[float | None], level: float = LEVEL) -> Interval:
+    """Median (None = not reached = +inf) with its bootstrap interval (see the module docstring)."""
+    x = _censored(values)
+    if not x.size:
+        return Interval(None, None, None, 0, 0)
+    reached = int(np.isfinite(x).sum())
+    point = float(_medians(x[None, :])[0])
+    low, high = _bounds(_medians(_resample(x, np.random.default_rng(RNG_SEED))), level)
+    return Interval(point, low, high, int(x.size), reached)
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = num / den  # inf/inf -> nan (undefined); finite/inf -> 0; inf/finite -> inf
+    return out
+
+
+def speedup_ci(base: Sequence[float | None], other: Sequence[float | None], level: float = LEVEL) -> Interval:
+    """``median(base) / median(other)`` of censored times with its bootstrap interval; None parts when either
+    group is empty or too many resamples have no ratio."""
+    b, o = _censored(base), _censored(other)
+    if not b.size or not o.size:
+        return Interval(None, None, None, int(o.size), int(np.isfinite(o).sum()))
+    point = float(_ratio(_medians(b[None, :]), _medians(o[None, :]))[0])
+    rng = np.random.default_rng(RNG_SEED)
+    ratios = _ratio(_medians(_resample(b, rng)), _medians(_resample(o, rng)))
+    defined = ratios[~np.isnan(ratios)]
+    low = high = None
+    if defined.size >= level * ratios.size:
+        low, high = _bounds(defined, level)
+    return Interval(None if math.isnan(point) else point, low, high, int(o.size), int(np.isfinite(o).sum()))
+
+
+def mean_ci(values: Sequence[float | None], level: float = LEVEL) -> Interval:
+    """Mean of the values that exist, with its percentile-bootstrap interval."""
+    x = np.asarray([float(v) for v in values if v is not None and math.isfinite(v)], np.float64)
+    if not x.size:
+        return Interval(None, None, None, len(values), 0)
+    means = _resample(x, np.random.default_rng(RNG_SEED)).mean(axis=1)
+    low, high = _bounds(means, level)
+    return Interval(float(x.mean()), low, high, len(values), int(x.size))
+
+
+def blocked_regime(learner_share: float | None, actor_share: float | None) -> str:
+    """ "learner-bound", "actor-bound", "balanced" or "unknown" from the shares of the acting time the learner and
+    the actors spent blocked on the rate limiter (see :data:`REGIME_SHARE`)."""
+    if learner_share is None or actor_share is None:
+        return "unknown"
+    if actor_share >= REGIME_SHARE and actor_share > learner_share:
+        return "learner-bound"
+    if learner_share >= REGIME_SHARE and learner_share > actor_share:
+        return "actor-bound"
+    return "balanced"
+
+
+def limiter_blocked_shares(
+    inserts: Sequence[float],
+    samples: Sequence[float],
+    samples_per_insert: float,
+    min_size: int,
+    buffer: float,
+    batch_size: int,
+) -> tuple[float, float] | None:
+    """Shares of snapshots at which the samples-per-insert limiter held the learner back and held the actors back.
+
+    Reverb's limiter lets the learner sample while ``d = spi * inserts - samples`` stays above ``min_diff = spi *
+    min_size - buffer`` (and ``inserts >= min_size``), and actors insert while ``d + spi <= max_diff = spi * min_size +
+    buffer``. A snapshot within one learner batch plus one insert (``batch_size + spi``) of a bound counts as that
+    side blocked (the nearer bound when both are that close); snapshots taken at regular intervals make the shares
+    estimates of the share of time. Pass only snapshots taken after acting started. None without snapshots.
+    """
+    ins, sam = np.asarray(inserts, np.float64), np.asarray(samples, np.float64)
+    keep = np.isfinite(ins) & np.isfinite(sam)
+    ins, sam = ins[keep], sam[keep]
+    if not ins.size or samples_per_insert <= 0:
+        return None
+    d = samples_per_insert * ins - sam
+    lo, hi = samples_per_insert * min_size - buffer, samples_per_insert * min_size + buffer
+    tol = batch_size + samples_per_insert
+    to_lo, to_hi = d - lo, hi - d
+    learner = (ins < min_size) | ((to_lo < tol) & (to_lo <= to_hi))
+    actors = ~learner & (to_hi < tol)
+    return float(learner.mean()), float(actors.mean())

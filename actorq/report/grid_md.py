@@ -1,0 +1,185 @@
+"""The paper-style Table 2 with confidence intervals, best-against-best, throughput and the measured regime."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from actorq.report import bootstrap, paper, stats
+from actorq.report.analysis import RunMetrics, TaskTable
+from actorq.report.markdown import fmt, table
+from actorq.report.runs import split_label
+
+ROLES = ("replay", "learner", "quantizer", "actors", "evaluator")
+
+
+def _pct(share: float | None) -> str:
+    return fmt(None if share is None else share * 100, 0, "%")
+
+
+def _spread(summary: stats.SeedSummary, digits: int) -> str:
+    """``"4.80 [4.10-5.20] (5/5)"``: median [min-max] (runs with the figure/runs); "-" without any."""
+    if summary.median is None:
+        return "-"
+    return f"{summary.median:,.{digits}f} [{summary.low:,.{digits}f}-{summary.high:,.{digits}f}] ({summary.n_reached}/{summary.n})"
+
+
+def _blocked(share: float | None, seconds: float | None) -> str:
+    if share is None:
+        return "-"
+    return f"{_pct(share)}, {fmt(None if seconds is None else share * seconds, 0)}"
+
+
+def ci_table(t: TaskTable) -> str:
+    """Per label (precision, sweep cell): time to threshold, speed-up, final and best reward, with 95% CIs."""
+    header = [
+        "precision",
+        "runs",
+        "time to threshold (s), median [95% CI] (reached/n)",
+        "speed-up vs fp32 [95% CI]",
+        "learner steps to threshold (median)",
+        "final reward, mean [95% CI]",
+        "best reward, mean [95% CI]",
+    ]
+    row = paper.TABLE2.get(t.task)
+    if row:
+        header += ["paper time (s)", "paper speed-up"]
+    rows = []
+    for label in t.labels():
+        runs = t.runs[label]
+        speed = t.speedup_ci(label) if split_label(label)[0] != "fp32" else None
+        head = split_label(label)[0].split("/")[0]
+        cells = [
+            label,
+            str(len(runs)),
+            t.time_ci(label).fmt(0)
+            if t.threshold is not None
+            else "no threshold (no fp32 run has k evaluations)",
+            (speed.fmt(2, "x", inf="inf") + (" **faster**" if is_faster(speed) else "")) if speed else "-",
+            t.summary(label, "learner_steps_reach", censored=True).fmt(0),
+            bootstrap.mean_ci([m.final_return for m in runs]).fmt(1),
+            bootstrap.mean_ci([m.best_smoothed for m in runs]).fmt(1),
+        ]
+        if row:
+            cells += [fmt(row.time_s(head), 0), fmt(row.speedup(head), 2, "x")]
+        rows.append(cells)
+    return table(header, rows)
+
+
+CI_NOTE = (
+    "Medians over seeds with bootstrap 95% confidence intervals (4,000 resamples of the runs). A run that never "
+    "reached the threshold is censored, not dropped: it counts as slower than every run that did, so a median or "
+    "bound of 'not reached' means at least that share of runs never got there. Speed-up = median fp32 time / median "
+    "time of the precision in the same sweep cell, both groups resampled; a speed-up is claimed (**faster**) only "
+    "where the interval's lower bound is above 1. Final reward: mean of the last k evaluations of each run; best reward: each "
+    "run's best mean of k consecutive evaluations."
+)
+
+
+def best_vs_best(t: TaskTable) -> str:
+    """Each precision at its own best sweep cell (lowest median time to threshold), compared with fp32's best."""
+    cells = {p: t.best_cell(p) for p in ("fp32", "fp16", "int8")}
+    if len({split_label(lab)[1] for lab in t.runs}) < 2:
+        return ""
+    lines = [
+        "Each precision at its own best setting (the sweep cell with its lowest median time to threshold):"
+    ]
+    base = cells.get("fp32")
+    for precision, cell in cells.items():
+        if cell is None:
+            lines.append(
+                f"- {precision}: no sweep cell has a median time to threshold (most seeds never reached it)"
+            )
+            continue
+        text = f"- {precision}: `{cell}`, {t.time_ci(cell).fmt(0)} s"
+        if precision != "fp32" and base is not None:
+            ratio = bootstrap.speedup_ci(t.times(base), t.times(cell))
+            text += f"; speed-up vs fp32's best (`{base}`): {ratio.fmt(2, 'x', inf='inf')}"
+        lines.append(text)
+    lines.append(
+        "Picking each precision's best cell from the same runs favours every precision alike (the minimum of noisy "
+        "medians is biased low); read the per-cell rows above for the unselected comparison."
+    )
+    return "\n".join(lines)
+
+
+def throughput_table(t: TaskTable) -> str:
+    """Learner steps/s, env steps/s and CPU seconds per role: median [min-max] over seeds."""
+    header = [
+        "precision",
+        "learner steps/s",
+        "env steps/s",
+        *(f"CPU s {r}" for r in ROLES),
+        "CPU s all processes",
+    ]
+    rows = []
+    for label in t.labels():
+        runs = t.runs[label]
+        rows.append(
+            [
+                label,
+                _spread(stats.plain_median([m.learner_steps_per_s for m in runs]), 2),
+                _spread(stats.plain_median([m.actor_rate for m in runs]), 1),
+                *(_spread(stats.plain_median([m.role_cpu_seconds.get(r) for m in runs]), 0) for r in ROLES),
+                _spread(stats.plain_median([m.cpu_seconds for m in runs]), 0),
+            ]
+        )
+    return table(header, rows)
+
+
+THROUGHPUT_NOTE = (
+    "Rates over the acting time (first experience insert to the run's end); median [min-max] (runs with the "
+    "figure/runs). CPU seconds per role from each role's last status record (all actors together; '-' where roles "
+    "shared a process, as with the in-process launcher)."
+)
+
+
+def blocked_table(runs: list[RunMetrics]) -> str:
+    """Per run: the shares of acting time the rate limiter blocked the learner and the actors, and the regime."""
+    header = [
+        "run",
+        "label",
+        "seed",
+        "acting s",
+        "learner blocked (share, s)",
+        "actors blocked (share, s)",
+        "regime",
+        "time to threshold (s)",
+    ]
+    rows = [
+        [
+            m.run.name,
+            m.label,
+            str(m.seed),
+            fmt(m.acting_seconds, 0),
+            _blocked(m.learner_blocked_share, m.acting_seconds),
+            _blocked(m.actor_blocked_share, m.acting_seconds),
+            m.blocked_regime,
+            "not reached" if m.t_reach is None else fmt(m.t_reach, 0),
+        ]
+        for m in runs
+    ]
+    return table(header, rows)
+
+
+BLOCKED_NOTE = (
+    "Measured from the replay server's snapshots of its samples-per-insert rate limiter (every `log_period_s` "
+    "after acting began): a snapshot within one learner batch plus one insert of the limiter's lower bound means the "
+    "learner was blocked waiting for experience, near the upper bound the actors were blocked waiting for the "
+    "learner; the share of snapshots estimates the share of time. **learner-bound**: actors blocked at least "
+    f"{bootstrap.REGIME_SHARE:.0%} of the time (faster actors would only wait longer); **actor-bound**: the learner "
+    "blocked at least that share (faster actors shorten the run); **balanced** otherwise."
+)
+
+
+def regime_counts(t: TaskTable) -> str:
+    """``"fp32: 5 learner-bound; int8: 3 learner-bound, 2 balanced"``."""
+    parts = []
+    for label in t.labels():
+        counts = Counter(m.blocked_regime for m in t.runs[label])
+        parts.append(f"{label}: " + ", ".join(f"{n} {r}" for r, n in counts.most_common()))
+    return "; ".join(parts)
+
+
+def is_faster(interval: bootstrap.Interval) -> bool:
+    """The claim rule: a speed-up only where the CI's lower bound is above 1."""
+    return interval.low is not None and interval.low > 1.0

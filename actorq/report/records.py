@@ -1,0 +1,142 @@
+"""Curated run records: what ``actorq report`` needs of a finished run, without its run directory.
+
+``actorq experiment`` writes ``OUT/records/<run>.json`` when a run finishes: the run's ``summary.json`` and resolved
+config, its sweep cell, its evaluation curve (seconds since time zero, actor steps, learner steps, return) and the
+per-run aggregates the report reduces from the roles' metrics and status records (learner steps/s, env steps/s,
+CPU seconds per role, the rate limiter's blocked shares, the actors' runtime breakdown, ...; see
+:data:`actorq.report.analysis.AGGREGATES`). A few kB instead of the run directory's MBs, and the report built from
+records alone is the same as the one built from the run directories (both go through the same aggregates).
+
+Records are plain JSON, read with :func:`json.loads` and checked for their schema; nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from actorq.metrics import UNFINISHED_EXITS
+from actorq.report.runs import RunData, cell_label, group_label, load_run
+
+log = logging.getLogger(__name__)
+
+RECORDS_DIR = "records"
+"""Where an experiment keeps its runs' records: ``OUT/records/<run>.json``."""
+SCHEMA = "actorq-run-record/1"
+
+
+def make_record(run_dir: str | Path, sweep: dict[str, str] | None = None) -> dict[str, Any]:
+    """The curated record of a finished run directory (JSON-ready).
+
+    Raises:
+        ValueError: The run directory has no readable summary or no time zero (see :func:`load_run`).
+    """
+    from actorq.report.measure import run_aggregates
+
+    run = load_run(run_dir, sweep)
+
+    def col(values: np.ndarray) -> list[float | None]:
+        return [None if not np.isfinite(v) else float(v) for v in values]
+
+    return {
+        "schema": SCHEMA,
+        "name": run.name,
+        "sweep": dict(sweep or {}),
+        "summary": run.summary,
+        "config": run.config,
+        "start": run.start,
+        "evaluations": {
+            "time_s": col(run.eval_t),
+            "actor_steps": col(run.eval_steps),
+            "learner_steps": col(run.eval_learner_steps),
+            "return": col(run.eval_return),
+        },
+        "aggregates": run_aggregates(run),
+    }
+
+
+def write_record(run_dir: str | Path, records_dir: str | Path, sweep: dict[str, str] | None = None) -> Path:
+    """Write ``records_dir/<run>.json`` atomically; returns its path."""
+    record = make_record(run_dir, sweep)
+    path = Path(records_dir) / f"{record['name']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record, indent=1, default=_json_default))
+    os.replace(tmp, path)
+    return path
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
+def record_to_run(record: Any, path: Path) -> RunData:
+    """A :class:`RunData` from a record (``path``: where the record lives; its stem is the run's name).
+
+    Raises:
+        ValueError: Not a record of this schema, or fields missing.
+    """
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: not an ActorQ run record (schema {SCHEMA})")
+    try:
+        summary, evals, sweep = record["summary"], record["evaluations"], dict(record.get("sweep") or {})
+
+        def col(key: str) -> np.ndarray:
+            return np.asarray([np.nan if v is None else float(v) for v in evals[key]], np.float64)
+
+        return RunData(
+            path=path.with_suffix(""),
+            summary=summary,
+            config=record.get("config") or {},
+            task=str(summary.get("task", "?")),
+            label=cell_label(group_label(summary), sweep),
+            seed=int(summary.get("seed", 0) or 0),
+            start=float(record["start"]),
+            eval_t=col("time_s"),
+            eval_steps=col("actor_steps"),
+            eval_learner_steps=col("learner_steps"),
+            eval_return=col("return"),
+            sweep=sweep,
+            aggregates=dict(record["aggregates"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: malformed run record ({type(exc).__name__}: {exc})") from None
+
+
+def _record_files(paths: list[str | Path]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file() and path.suffix == ".json":
+            files.append(path)
+        for folder in (path / RECORDS_DIR, path) if path.is_dir() else ():
+            if folder.name == RECORDS_DIR and folder.is_dir():
+                files += sorted(folder.glob("*.json"))
+    unique: dict[Path, None] = {}
+    for f in files:
+        unique.setdefault(f.resolve(), None)
+    return list(unique)
+
+
+def load_records(paths: list[str | Path]) -> tuple[list[RunData], list[tuple[Path, str]]]:
+    """Runs from the records under ``paths`` (a records directory, an experiment directory holding one, or record
+    files), and ``(path, reason)`` for each record left out."""
+    runs, skipped = [], []
+    for path in _record_files(paths):
+        try:
+            run = record_to_run(json.loads(path.read_text()), path)
+        except (OSError, ValueError) as exc:
+            skipped.append((path, str(exc)))
+            continue
+        if run.summary.get("exit") in UNFINISHED_EXITS:
+            skipped.append((path, f"exit {run.summary.get('exit')}"))
+            continue
+        runs.append(run)
+    return runs, skipped

@@ -1,0 +1,160 @@
+"""Experiment grids in the report: bootstrap CIs with censoring, sweep cells, regimes, curated records."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+
+from actorq.report import bootstrap
+from actorq.report.analysis import build_tables
+from actorq.report.cli import build_report
+from actorq.report.records import RECORDS_DIR, load_records, write_record
+from actorq.report.runs import load_runs
+from actorq.status import LearnerStatus, ReplayStatus, write_status
+from tests.unit.report.synthetic import START, make_run, ramp_returns
+
+SPI = "replay.samples_per_insert"
+
+
+# -- bootstrap ------------------------------------------------------------------------------------------------
+def test_censored_median_ci_keeps_unreached_runs():
+    reached = bootstrap.censored_median_ci([100, 110, 120, 130, 140])
+    assert reached.value == 120 and reached.n_reached == 5
+    assert 100 <= reached.low <= 120 <= reached.high <= 140
+    # Two runs never reached it: dropping them would give a median of 110; censored, they push it to 120.
+    censored = bootstrap.censored_median_ci([100, 110, 120, None, None])
+    assert censored.value == 120 and censored.n == 5 and censored.n_reached == 3
+    assert math.isinf(censored.high)  # "not reached" is inside the interval
+    majority = bootstrap.censored_median_ci([100, None, None, None, 130])
+    assert math.isinf(majority.value)
+    assert "not reached" in majority.fmt()
+
+
+def test_speedup_ci_decides_only_when_the_lower_bound_is_above_one():
+    fp32 = [200, 210, 220, 230, 240]
+    clear = bootstrap.speedup_ci(fp32, [100, 105, 110, 115, 120])
+    assert clear.value == pytest.approx(2.0) and clear.low > 1.0
+    noisy = bootstrap.speedup_ci(fp32, [150, 400, 190, 260, 205])
+    assert noisy.low < 1.0 < noisy.high
+    never = bootstrap.speedup_ci([None, None, None], [None, None, None])
+    assert never.value is None and never.low is None and never.high is None
+
+
+def test_mean_ci_brackets_the_mean():
+    ci = bootstrap.mean_ci([190.0, 200.0, 180.0, 195.0, 210.0, None])
+    assert ci.value == pytest.approx(195.0) and ci.low < 195.0 < ci.high and (ci.n, ci.n_reached) == (6, 5)
+
+
+# -- regime -----------------------------------------------------------------------------------------------------
+def test_limiter_shares_find_the_blocked_side():
+    spi, min_size, buffer, batch = 8.0, 100, 800.0, 32
+    offset = spi * min_size
+    inserts = np.arange(200.0, 1200.0, 100.0)
+    at_top = spi * inserts - (offset + buffer - 5)  # d within a batch of max_diff: actors blocked
+    at_bottom = spi * inserts - (offset - buffer + 5)  # near min_diff: the learner is blocked
+    middle = spi * inserts - offset
+    assert bootstrap.limiter_blocked_shares(inserts, at_top, spi, min_size, buffer, batch) == (0.0, 1.0)
+    assert bootstrap.limiter_blocked_shares(inserts, at_bottom, spi, min_size, buffer, batch) == (1.0, 0.0)
+    assert bootstrap.limiter_blocked_shares(inserts, middle, spi, min_size, buffer, batch) == (0.0, 0.0)
+    # Before min_size inserts the learner cannot sample at all.
+    assert bootstrap.limiter_blocked_shares([10, 50], [0, 0], spi, min_size, buffer, batch) == (1.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("learner", "actors", "regime"),
+    [(0.1, 0.8, "learner-bound"), (0.7, 0.0, "actor-bound"), (0.3, 0.3, "balanced"), (None, 0.5, "unknown")],
+)
+def test_regime_from_the_two_blocked_shares(learner, actors, regime):
+    assert bootstrap.blocked_regime(learner, actors) == regime
+
+
+# -- sweep cells and records ------------------------------------------------------------------------------------
+def _grid(tmp_path):
+    """fp32 and int8 at two samples-per-insert values, 3 seeds, laid out as `actorq experiment --sweep` does."""
+    out = tmp_path / "exp"
+    scratch = tmp_path / "scratch"
+    runs = {}
+    for spi, fp32_t, int8_t in (("1", 200, 100), ("8", 150, 140)):
+        for seed in range(3):
+            for precision, t_full in (("fp32", fp32_t), ("int8", int8_t)):
+                path = make_run(
+                    scratch / f"{spi}", precision, seed, ramp_returns(40, t_full + 5 * seed, seed=seed),
+                    spi=float(spi), batch=32, untrained_evals=1,
+                )  # fmt: skip
+                name = f"{precision}-{SPI}={spi}-s{seed}"
+                out.mkdir(exist_ok=True)
+                shutil.move(str(path), str(out / name))
+                runs[name] = {"sweep": {SPI: spi}}
+                write_status(
+                    out / name / "learner", LearnerStatus(role="learner", label="learner", cpu_s=50.0 + seed)
+                )
+                write_status(
+                    out / name / "replay",
+                    ReplayStatus(role="replay", label="replay", cpu_s=5.0, time=START + 9),
+                )
+    (out / "experiment.json").write_text(json.dumps({"runs": runs}))
+    return out, runs
+
+
+def test_sweep_cells_group_and_compare_within_the_cell(tmp_path):
+    out, _ = _grid(tmp_path)
+    runs, skipped = load_runs([out])
+    assert not skipped and len(runs) == 12
+    (t,) = build_tables(runs)
+    assert t.labels() == [f"fp32 [{SPI}=1]", f"int8 [{SPI}=1]", f"fp32 [{SPI}=8]", f"int8 [{SPI}=8]"]
+    assert t.base_of(f"int8 [{SPI}=8]") == f"fp32 [{SPI}=8]"
+    fast = t.speedup_ci(f"int8 [{SPI}=1]")
+    close = t.speedup_ci(f"int8 [{SPI}=8]")
+    assert fast.low > 1.0 and fast.value > close.value
+    # best against best: each precision's fastest cell
+    assert t.best_cell("int8") == f"int8 [{SPI}=1]" and t.best_cell("fp32") == f"fp32 [{SPI}=8]"
+    assert t.config_differences == {}  # the swept key is what is supposed to differ
+    m = t.runs[f"fp32 [{SPI}=1]"][1]
+    assert m.role_cpu_seconds == {"learner": 51.0, "replay": 5.0}
+    assert m.learner_steps_per_s is not None and m.actor_rate is not None
+    assert m.learner_blocked_share is not None and m.blocked_regime != "unknown"
+
+
+def test_report_from_records_alone_equals_report_from_run_dirs(tmp_path):
+    out, runs = _grid(tmp_path)
+    for name, entry in runs.items():
+        write_record(out / name, out / RECORDS_DIR, entry["sweep"])
+    records = out / RECORDS_DIR
+    sizes = [p.stat().st_size for p in records.iterdir()]
+    assert len(sizes) == 12 and max(sizes) < 64_000  # curated: kB, not the run directory
+    # From the run directories (no records), then from a copy of the records alone.
+    dirs_only = tmp_path / "dirs"
+    dirs_only.mkdir()
+    for name in runs:
+        shutil.copytree(out / name, dirs_only / name)
+    shutil.copy(out / "experiment.json", dirs_only / "experiment.json")
+    alone = tmp_path / "alone" / RECORDS_DIR
+    shutil.copytree(records, alone)
+    build_report([str(dirs_only)], tmp_path / "from_dirs")
+    build_report([str(alone.parent)], tmp_path / "from_records")
+    a = json.loads((tmp_path / "from_dirs" / "report.json").read_text())
+    b = json.loads((tmp_path / "from_records" / "report.json").read_text())
+    assert a == b
+    md_a = (tmp_path / "from_dirs" / "report.md").read_text().split("\n", 3)[3]
+    md_b = (tmp_path / "from_records" / "report.md").read_text().split("\n", 3)[3]
+    assert md_a == md_b
+    assert "95% CI" in md_a and "learner blocked" in md_a and "CPU s learner" in md_a
+    # An experiment directory whose run directories were deleted reads its records.
+    for name in runs:
+        shutil.rmtree(out / name)
+    loaded, skipped = load_runs([out])
+    assert len(loaded) == 12 and not skipped
+
+
+def test_a_malformed_record_is_left_out_with_a_reason(tmp_path):
+    records = tmp_path / RECORDS_DIR
+    records.mkdir()
+    (records / "x.json").write_text(json.dumps({"schema": "something-else"}))
+    (records / "y.json").write_text("{broken")
+    runs, skipped = load_records([tmp_path])
+    assert runs == [] and len(skipped) == 2
+    assert any("not an ActorQ run record" in why for _, why in skipped)
