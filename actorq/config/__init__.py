@@ -41,6 +41,7 @@ from actorq.config.schema import (
     LearnerConfig,
     NetworkConfig,
     QuantizerConfig,
+    RayConfig,
     ReplayConfig,
 )
 
@@ -60,6 +61,7 @@ __all__ = [
     "LearnerConfig",
     "NetworkConfig",
     "QuantizerConfig",
+    "RayConfig",
     "ReplayConfig",
     "apply_overrides",
     "config_from_dict",

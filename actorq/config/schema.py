@@ -26,7 +26,7 @@ of what the codec can carry (:data:`actorq.quantize.header.WIRE_BITS`)."""
 ALGORITHMS = ("d4pg", "dqn")
 """The learning algorithms (Acme's D4PG for continuous control, DQN for discrete actions)."""
 SUITES = ("dmc", "gym")
-LAUNCHERS = ("launchpad", "local", "inprocess")
+LAUNCHERS = ("launchpad", "local", "inprocess", "ray")
 
 AUTO_COMM_BITS = {"fp32": 32, "fp16": 16, "int8": 8, "auto": 32}
 """Communication bits used when ``quantizer.comm_bits`` is left unset: the actor precision's natural width
@@ -185,6 +185,27 @@ class EvaluatorConfig:
 
 
 @dataclass(frozen=True)
+class RayConfig:
+    """Where the ``ray`` launcher runs roles (only read by ``launcher: ray``)."""
+
+    address: str = ""
+    """Ray cluster to join (``HOST:PORT`` of its GCS, or ``auto``); empty: ``$RAY_ADDRESS``, else a local cluster
+    started for the run and stopped at its end. ``actorq train --ray-address`` sets it."""
+    learner_gpus: float = 0.0
+    """GPUs the learner's Ray actor asks for (0: CPU only; a fraction shares a GPU)."""
+    learner_resource: str = "learner_host"
+    """Custom resource marking the nodes for the learner, replay, quantizer and evaluator; used when some node of
+    the cluster advertises it (``ray start --resources '{"learner_host": 1}'``), else Ray places them freely."""
+    actor_resource: str = "actor_host"
+    """Custom resource marking the nodes for actors (each actor asks ``actor.threads`` CPUs); used when some node
+    advertises it, else Ray places actors freely."""
+    max_restarts: int = 5
+    """Times Ray restarts a dead actor, quantizer or evaluator (on any node that fits) before the run fails."""
+    temp_dir: str = ""
+    """Ray's session directory for a local cluster the run starts; empty: Ray's default (/tmp/ray)."""
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     algorithm: str = "d4pg"
     """Learning algorithm: d4pg (continuous control) or dqn (discrete)."""
@@ -202,6 +223,8 @@ class ExperimentConfig:
     """Actors."""
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     """Evaluator."""
+    ray: RayConfig = field(default_factory=RayConfig)
+    """The ray launcher's cluster and placement."""
     seed: int = 0
     """Base random seed; each role and actor derives its own from it."""
     max_minutes: float = 10.0
@@ -211,7 +234,8 @@ class ExperimentConfig:
     target_return: float | None = None
     """Stop once the evaluator's mean return reaches this; null = never stop early."""
     launcher: str = "local"
-    """How roles are started: local (subprocesses), launchpad (LOCAL_MULTI_PROCESSING) or inprocess (threads)."""
+    """How roles are started: local (subprocesses), launchpad (LOCAL_MULTI_PROCESSING), inprocess (threads) or
+    ray (Ray actors on a cluster, see ``ray``)."""
     log_period_s: float = 5.0
     """Seconds between metric rows written by each role."""
     paper: str = ""
