@@ -79,6 +79,7 @@ class _Role:
     status_ref: Any = None
     last: RoleStatus | None = None
     where: dict[str, Any] | None = None
+    where_restarts: int = -1
     pids: tuple[int, ...] = ()
     table_restarts: int = 0
     table_read: float = 0.0
@@ -310,15 +311,15 @@ class RayPlacement(Placement):
         return role.last
 
     def where(self, label: str) -> str:
-        """``node <ip> (<node id>) pid <pid>`` of the role's current worker."""
+        """``node <ip> (<node id>) pid <pid>`` of the role's current worker (asked again after each restart)."""
         role = self.roles.get(label)
         if role is None or self.ray is None:
             return "-"
-        record = self.status(label)
-        moved = role.where is None or (record is not None and record.pid != role.where.get("pid"))
-        if moved and role.final is None:
+        restarts = self.restarts(label)
+        if (role.where is None or role.where_restarts != restarts) and role.final is None:
             try:
                 role.where = self.ray.get(role.handle.where.remote(), timeout=CALL_TIMEOUT_S)
+                role.where_restarts = restarts
             except Exception as exc:  # restarting, dead or slow: say what we last knew
                 log.debug("where %s: %s", label, exc)
         if role.where is None:
