@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +115,8 @@ class RayPlacement(Placement):
         # The driver's and the roles' logs stay in their files; Ray streaming worker output here would interleave
         # with the live view.
         common = {"log_to_driver": False, "namespace": f"actorq-{os.getpid()}"}
+        # ray.init replaces SIGTERM's handler with sys.exit; the supervisor's (stop the roles in order) must stay.
+        sigterm = signal.getsignal(signal.SIGTERM)
         try:
             if address:
                 log.info("joining the Ray cluster at %s", address)
@@ -134,6 +138,9 @@ class RayPlacement(Placement):
                 f"cannot {'join the Ray cluster at ' + address if address else 'start a local Ray cluster'}: "
                 f"{exc}; check the address (ray status on the head) or leave --ray-address out for a local one"
             ) from None
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, sigterm)
         self.cluster_address = getattr(context, "address_info", {}).get("gcs_address", address)
         self._actor_class = ray.remote(_role_actor_class())
         self._placing = self._placement_resources()

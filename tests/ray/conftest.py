@@ -22,6 +22,9 @@ NODE_ARGS = {"object_store_memory": 80 * 1024 * 1024}
 HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3, "health_check_timeout_ms": 500}
 ACTOR_NODE_CPUS = 2
 """CPUs the actors' node advertises: the tiny runs' two actors ask one each."""
+ACTOR_NODE_IP = "127.0.0.2"
+"""The actors' node's address. Every node would otherwise be 127.0.0.1, and a driver joining later (the launcher)
+connects to whichever raylet has its address: it must be the head's, or removing the actors' node breaks it."""
 
 
 @dataclass
@@ -46,10 +49,14 @@ class LoopbackCluster:
         old = self.actor_node.node_id
         self.cluster.remove_node(self.actor_node)
         self.retired.append(old)
-        self.actor_node = self.cluster.add_node(
-            num_cpus=ACTOR_NODE_CPUS, resources={"actor_host": 1}, **NODE_ARGS
-        )
+        self.actor_node = _add_actor_node(self.cluster)
         return old, self.actor_node.node_id
+
+
+def _add_actor_node(cluster: Any) -> Any:
+    return cluster.add_node(
+        num_cpus=ACTOR_NODE_CPUS, resources={"actor_host": 1}, node_ip_address=ACTOR_NODE_IP, **NODE_ARGS
+    )
 
 
 def role_workers() -> list[psutil.Process]:
@@ -81,7 +88,7 @@ def ray_cluster():
     )
     # The test process joins before adding the second node: Cluster.remove_node needs a connected driver.
     ray.init(address=cluster.address, log_to_driver=False)
-    actor_node = cluster.add_node(num_cpus=ACTOR_NODE_CPUS, resources={"actor_host": 1}, **NODE_ARGS)
+    actor_node = _add_actor_node(cluster)
     handle = LoopbackCluster(cluster, actor_node, cluster.head_node.node_id)
     try:
         yield handle
