@@ -13,17 +13,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
-import time
 from pathlib import Path
 
 import psutil
 
 from actorq.config import ExperimentConfig
-from actorq.launchers.energy import EnergyMeter
-from actorq.launchers.local import EXIT_CODES, ROLE_STOP_GRACE_S, LauncherBase
-from actorq.launchers.monitor import RunMonitor, format_summary
-from actorq.launchers.topology import topology
+from actorq.launchers.placement import Placement, RunContext
+from actorq.launchers.topology import RoleSpec, topology
 
 log = logging.getLogger(__name__)
 
@@ -85,79 +83,101 @@ def build_program(
     return program
 
 
-class LaunchpadLauncher(LauncherBase):
-    """Launches the program with launchpad and watches it like the local launcher does."""
+class LaunchpadPlacement(Placement):
+    """The roles as one launchpad program; a dead role ends the run (launchpad cannot restart one node)."""
 
-    def _workers(self, manager) -> dict[str, list[psutil.Process]]:
-        # launchpad 0.5.0 keeps the processes it started per group here (the version is pinned).
-        return {label: list(workers) for label, workers in manager._active_workers.items()}  # noqa: SLF001
+    name = "launchpad"
+    can_restart = False
+    interleaves_output = True
 
-    def _dead_groups(self, manager, groups: list[str]) -> list[str]:
-        dead = []
-        for label in groups:
-            workers = manager._active_workers.get(label, [])  # noqa: SLF001
-            if not workers or not any(_alive(w) for w in workers):
-                dead.append(label)
-        return dead
+    def __init__(self, run: RunContext):
+        super().__init__(run)
+        self._manager = None
+        self._workers: dict[str, list[psutil.Process]] = {}
 
-    def _stop(self, groups: dict[str, list[psutil.Process]]) -> None:
-        """Stop the learner group first (actors still feed it, so it can finish its step and checkpoint), then
-        the rest; each as SIGTERM to the node processes and the wrappers launchpad put around them, then SIGKILL."""
-        learner = groups.get("learner", [])
-        rest = [p for label, workers in groups.items() if label != "learner" for p in workers]
-        for phase in (learner, rest):
-            _terminate_trees(phase)
-
-    def run(self) -> int:
+    def start_roles(self, specs: list[RoleSpec], wait_replay_s: float) -> str:
+        """Launch every role at once (launchpad starts a whole program); the port was picked beforehand."""
         import launchpad as lp
         from absl import flags
 
         if not flags.FLAGS.is_parsed():
             flags.FLAGS.mark_as_parsed()
-        program = build_program(self.config, self.run_dir, self.config_path, self.port, self.weights_key_file)
-        monitor = RunMonitor(self.config, self.run_dir)
-        # Energy: CPU time of the node processes launchpad starts (our descendants) plus codecarbon, as local does.
-        with EnergyMeter(self.run_dir) as energy:
-            manager = lp.launch(
-                program, launch_type=lp.LaunchType.LOCAL_MULTI_PROCESSING, terminal="current_terminal"
-            )
-            workers = self._workers(manager)
-            groups = list(workers)
-            monitor.started = time.time()
-            reason, failure, last_view = "role_failed", "", 0.0
-            try:
-                while True:
-                    if manager.stop_event().is_set():
-                        reason = "interrupted"
-                        break
-                    dead = self._dead_groups(manager, groups)
-                    if dead:
-                        reason, failure = "role_failed", f"role process(es) ended: {', '.join(dead)}"
-                        break
-                    stop = monitor.stop_reason()
-                    if stop:
-                        reason = stop
-                        break
-                    # Launchpad interleaves the roles' own output here, so the view is appended, not redrawn.
-                    if not self.quiet and time.monotonic() - last_view >= 30.0:
-                        last_view = time.monotonic()
-                        sys.stdout.write(monitor.progress() + "\n\n")
-                    time.sleep(0.5)
-            except KeyboardInterrupt:
-                reason = "interrupted"
-            finally:
-                wall = time.time() - monitor.started
-                self._stop(workers)
-                manager._disable_signals()  # noqa: SLF001  (we stopped the workers ourselves)
-        extra = {"launcher": "launchpad", "replay_address": self.address}
-        extra["weights_signing"] = self.weights_signing
-        extra["energy"] = energy.summary()
-        if failure:
-            extra["failure"] = failure
-        summary = monitor.write_summary(reason, wall_seconds=wall, extra=extra)
-        if not self.quiet:
-            sys.stdout.write(format_summary(summary) + "\n")
-        return EXIT_CODES.get(reason, 1)
+        run = self.run
+        program = build_program(run.config, run.run_dir, run.config_path, run.port, run.weights_key_file)
+        self._manager = lp.launch(
+            program, launch_type=lp.LaunchType.LOCAL_MULTI_PROCESSING, terminal="current_terminal"
+        )
+        self._workers = workers_by_label(active_workers(self._manager), [s.label for s in specs])
+        return f"localhost:{run.port}"
+
+    def start(self, spec: RoleSpec, address: str) -> None:
+        raise NotImplementedError("launchpad starts the whole program in start_roles")
+
+    def wait_replay(self, spec: RoleSpec, timeout_s: float) -> str:
+        return f"localhost:{self.run.port}"
+
+    def interrupted(self) -> bool:
+        """Launchpad's own Ctrl-C handler fired (it owns the terminal's SIGINT while the program runs)."""
+        return self._manager is not None and self._manager.stop_event().is_set()
+
+    def exit_code(self, label: str) -> int | None:
+        workers = self._workers.get(label, [])
+        if workers and any(_alive(w) for w in workers):
+            return None
+        return _exit_status(workers)
+
+    def stop(self, labels: list[str], grace_s: float) -> dict[str, int | None]:
+        """SIGTERM the node processes of ``labels`` and the wrappers launchpad put around them, then SIGKILL."""
+        procs = [p for label in labels for p in self._workers.get(label, [])]
+        _terminate_trees(procs, grace_s)
+        return {label: _exit_status(self._workers.get(label, [])) for label in labels}
+
+    def close(self) -> None:
+        if self._manager is not None:
+            disable_signals(self._manager)  # we stopped the workers ourselves
+
+    def where(self, label: str) -> str:
+        workers = self._workers.get(label, [])
+        return f"localhost pid {workers[0].pid}" if workers else "-"
+
+
+def active_workers(manager) -> dict[str, list[psutil.Process]]:
+    """The processes launchpad started, per group (node label)."""
+    # launchpad 0.5.0 keeps them in a private attribute (the version is pinned).
+    return {label: list(workers) for label, workers in manager._active_workers.items()}  # noqa: SLF001
+
+
+def workers_by_label(groups: dict[str, list], labels: list[str]) -> dict[str, list]:
+    """Launchpad names each process ``<group><sep><worker index>`` (e.g. ``learner/0``); map them to role labels."""
+    out: dict[str, list] = {label: [] for label in labels}
+    for name, workers in groups.items():
+        for label in labels:
+            if name == label or re.fullmatch(rf"{re.escape(label)}[_/]\d+", name):
+                out[label] += workers
+                break
+        else:
+            log.warning("launchpad process group %r matches no role", name)
+    missing = [label for label, workers in out.items() if not workers]
+    if missing:
+        raise RuntimeError(
+            f"launchpad started no process for {', '.join(missing)} (groups: {sorted(groups)})"
+        )
+    return out
+
+
+def disable_signals(manager) -> None:
+    """Take launchpad's signal handlers off again (it installs them in launch)."""
+    manager._disable_signals()  # noqa: SLF001  (launchpad 0.5.0; the version is pinned)
+
+
+def _exit_status(workers: list[psutil.Process]) -> int | None:
+    """An ended node's status when we reaped it; 1 when launchpad's wrapper reaped it (status unknown)."""
+    for proc in workers:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.TimeoutExpired):
+            code = proc.wait(timeout=0)
+            if code is not None:
+                return code
+    return 1 if workers else None
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -167,8 +187,8 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
-def _terminate_trees(processes: list[psutil.Process]) -> None:
-    """SIGTERM ``processes`` and their descendants, wait up to ROLE_STOP_GRACE_S, then SIGKILL what is left."""
+def _terminate_trees(processes: list[psutil.Process], grace_s: float) -> None:
+    """SIGTERM ``processes`` and their descendants, wait up to ``grace_s``, then SIGKILL what is left."""
     tree: list[psutil.Process] = []
     for proc in processes:
         with contextlib.suppress(psutil.NoSuchProcess):
@@ -177,7 +197,7 @@ def _terminate_trees(processes: list[psutil.Process]) -> None:
     for proc in tree:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.terminate()
-    _, alive = psutil.wait_procs(tree, timeout=ROLE_STOP_GRACE_S)
+    _, alive = psutil.wait_procs(tree, timeout=grace_s)
     for proc in alive:
         log.warning("pid %d ignored SIGTERM; killing it", proc.pid)
         with contextlib.suppress(psutil.NoSuchProcess):

@@ -1,48 +1,70 @@
-"""Watching a run from its directory: stop conditions, the live progress view, and summary.json.
+"""Watching a run through its roles' status records: stop conditions, the live progress view, and summary.json.
 
-Launchers know nothing about role internals: everything here is read from the roles' metrics CSV files, so the
-same monitor serves local subprocesses, launchpad and in-process runs.
+Launchers know nothing about role internals: everything here comes from the typed records of
+:mod:`actorq.status`, which the placement hands over (read from ``RUN_DIR/<label>/status.json``, or asked of a
+role on another host), so the same monitor serves every placement. Metrics CSV files are for people and never read
+here.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from statistics import mean
 
 from actorq.config import ExperimentConfig
-from actorq.metrics import json_safe, read_metrics
+from actorq.metrics import json_safe
+from actorq.status import ActorStatus, Evaluation, EvaluatorStatus, LearnerStatus, QuantizerStatus, RoleStatus
 from actorq.timers import BREAKDOWN_COMPONENTS
 
-
-def _last(rows: list[dict], key: str, default=None):
-    for row in reversed(rows):
-        value = row.get(key)
-        if value is not None:
-            return value
-    return default
+StatusReader = Callable[[str], "RoleStatus | None"]
+"""Returns a role's latest status record by label (None before its first)."""
 
 
 class RunMonitor:
-    """Reads ``RUN_DIR/<role>/metrics.csv`` files to decide when to stop and what to report."""
+    """Decides when a run stops and what it reports, from the roles' status records."""
 
-    def __init__(self, config: ExperimentConfig, run_dir: str | Path, started: float | None = None):
+    def __init__(
+        self,
+        config: ExperimentConfig,
+        run_dir: str | Path,
+        read: StatusReader,
+        labels: list[str],
+        started: float | None = None,
+    ):
         self.config = config
         self.run_dir = Path(run_dir)
+        self.read = read
+        self.labels = list(labels)
         self.started = started or time.time()
         self.restarts: dict[str, int] = {}
 
     # -- reading ---------------------------------------------------------------------------------------------
-    def rows(self, role: str) -> list[dict]:
-        return read_metrics(self.run_dir / role / "metrics.csv")
+    def _record(self, label: str, kind: type):
+        record = self.read(label)
+        return record if isinstance(record, kind) else None
 
-    def actor_rows(self) -> dict[str, list[dict]]:
-        return {
-            p.name: read_metrics(p / "metrics.csv")
-            for p in sorted(self.run_dir.glob("actor_*"))
-            if p.is_dir()
-        }
+    def actors(self) -> dict[str, ActorStatus]:
+        """Each actor's latest record, by label (actors without one yet are left out)."""
+        out = {}
+        for label in self.labels:
+            if label.startswith("actor_"):
+                record = self._record(label, ActorStatus)
+                if record is not None:
+                    out[label] = record
+        return out
+
+    def learner(self) -> LearnerStatus | None:
+        return self._record("learner", LearnerStatus)
+
+    def quantizer(self) -> QuantizerStatus | None:
+        return self._record("quantizer", QuantizerStatus)
+
+    def evaluations(self) -> tuple[Evaluation, ...]:
+        record = self._record("evaluator", EvaluatorStatus)
+        return record.evaluations if record else ()
 
     def kernel_records(self) -> dict[str, dict]:
         """Each actor's ``kernel.json`` (its verified kernel choice and the machine), by actor directory."""
@@ -73,17 +95,23 @@ class RunMonitor:
         return out
 
     def actor_steps(self) -> int:
-        return int(sum(_last(rows, "step", 0) or 0 for rows in self.actor_rows().values()))
+        return int(sum(record.step for record in self.actors().values()))
 
-    def eval_rows(self) -> list[dict]:
-        return [r for r in self.rows("evaluator") if r.get("eval_return") is not None]
+    def roles_cpu_seconds(self) -> float:
+        """CPU seconds the roles report for their own processes (placements whose roles are not our children)."""
+        total = 0.0
+        for label in self.labels:
+            record = self.read(label)
+            if record is not None and record.cpu_s is not None:
+                total += record.cpu_s
+        return total
 
     # -- stopping --------------------------------------------------------------------------------------------
     def stop_reason(self) -> str | None:
         """'target', 'max_minutes', 'max_actor_steps', or None to keep going."""
         cfg = self.config
         if cfg.target_return is not None and any(
-            r["eval_return"] >= cfg.target_return for r in self.eval_rows()
+            e.eval_return >= cfg.target_return for e in self.evaluations()
         ):
             return "target"
         if cfg.max_minutes and time.time() - self.started >= cfg.max_minutes * 60:
@@ -96,58 +124,51 @@ class RunMonitor:
     def progress(self) -> str:
         """A few lines: elapsed, learner rate, per-actor rate/version, latest evaluation."""
         elapsed = time.time() - self.started
-        learner = self.rows("learner")
+        cfg = self.config
         lines = [
-            f"[{elapsed:6.0f}s] {self.config.algorithm} {self.config.env.task} | actors={self.config.actor.num_actors}"
-            f" precision={self.config.actor.precision} comm_bits={self.config.comm_bits}"
+            f"[{elapsed:6.0f}s] {cfg.algorithm} {cfg.env.task} | actors={cfg.actor.num_actors}"
+            f" precision={cfg.actor.precision} comm_bits={cfg.comm_bits}"
         ]
-        lstep = _last(learner, "step", 0) or 0
-        lines.append(f"  learner  step {int(lstep):>8}  {_last(learner, 'steps_per_s', 0) or 0:7.1f} steps/s")
-        q = self.rows("quantizer")
+        learner = self.learner()
+        lstep = learner.step if learner else 0
+        rate = learner.steps_per_s if learner else 0.0
+        lines.append(f"  learner  step {lstep:>8}  {rate:7.1f} steps/s")
+        q = self.quantizer()
         if q:
             lines.append(
-                f"  quantizer v{int(_last(q, 'version', 0) or 0):<6} bytes {int(_last(q, 'message_bytes', 0) or 0):>10}"
-                f"  quantize {_last(q, 'quantize_ms', 0) or 0:6.1f} ms"
+                f"  quantizer v{q.version:<6} bytes {q.message_bytes:>10}  quantize {q.quantize_ms:6.1f} ms"
             )
-        for name, rows in self.actor_rows().items():
-            wstep = _last(rows, "weights_learner_step", -1)
-            stale = int(lstep - wstep) if wstep is not None and wstep >= 0 else -1
+        for name, a in self.actors().items():
+            stale = lstep - a.weights_learner_step if a.weights_learner_step >= 0 else -1
             lines.append(
-                f"  {name:<9} steps {int(_last(rows, 'step', 0) or 0):>8}  {_last(rows, 'steps_per_s', 0) or 0:7.1f}/s"
-                f"  v{int(_last(rows, 'weights_version', -1) or -1):<5} stale {stale:>6}"
-                f"  return {_fmt(_last(rows, 'episode_return'))}"
+                f"  {name:<9} steps {a.step:>8}  {a.steps_per_s:7.1f}/s"
+                f"  v{a.weights_version:<5} stale {stale:>6}  return {_fmt(a.episode_return)}"
             )
-        ev = self.eval_rows()
+        ev = self.evaluations()
         if ev:
-            best = max(r["eval_return"] for r in ev)
+            best = max(e.eval_return for e in ev)
             lines.append(
-                f"  eval     return {ev[-1]['eval_return']:8.1f} (best {best:8.1f}) at actor steps "
-                f"{int(ev[-1].get('actor_steps') or 0)}"
+                f"  eval     return {ev[-1].eval_return:8.1f} (best {best:8.1f}) at actor steps {ev[-1].actor_steps}"
             )
         return "\n".join(lines)
 
     # -- the summary ---------------------------------------------------------------------------------------
     def summary(self, exit_reason: str, wall_seconds: float | None = None, extra: dict | None = None) -> dict:
         wall = wall_seconds if wall_seconds is not None else time.time() - self.started
-        actors = self.actor_rows()
-        ev = self.eval_rows()
+        actors = self.actors()
+        ev = self.evaluations()
         steps = self.actor_steps()
         target = self.config.target_return
         to_target = None
         if target is not None:
-            hits = [r for r in ev if r["eval_return"] >= target]
+            hits = [e for e in ev if e.eval_return >= target]
             if hits:
-                to_target = float(hits[0]["time"]) - self.started
+                to_target = hits[0].time - self.started
         breakdown = {}
         for comp in BREAKDOWN_COMPONENTS:
-            per_actor = [
-                (_last(rows, f"{comp}_s", 0) or 0) / max(_last(rows, "step", 0) or 0, 1)
-                for rows in actors.values()
-                if rows
-            ]
+            per_actor = [a.breakdown_s.get(comp, 0.0) / max(a.step, 1) for a in actors.values()]
             breakdown[comp] = mean(per_actor) if per_actor else 0.0
-        learner = self.rows("learner")
-        quantizer = self.rows("quantizer")
+        learner, quantizer = self.learner(), self.quantizer()
         summary = {
             "algorithm": self.config.algorithm,
             "task": f"{self.config.env.suite}:{self.config.env.task}",
@@ -158,18 +179,16 @@ class RunMonitor:
             "seed": self.config.seed,
             "wall_seconds": round(wall, 2),
             "actor_steps": steps,
-            "learner_steps": int(_last(learner, "step", 0) or 0),
-            "best_eval_return": max((r["eval_return"] for r in ev), default=None),
-            "final_eval_return": ev[-1]["eval_return"] if ev else None,
+            "learner_steps": learner.step if learner else 0,
+            "best_eval_return": max((e.eval_return for e in ev), default=None),
+            "final_eval_return": ev[-1].eval_return if ev else None,
             "evaluations": len(ev),
             "target_return": target,
             "seconds_to_target": None if to_target is None else round(to_target, 2),
             "actor_steps_per_second": round(steps / wall, 2) if wall > 0 else 0.0,
-            "min_broadcasts_received": int(
-                min((_last(r, "broadcasts_received", 0) or 0 for r in actors.values()), default=0)
-            ),
-            "rejected_messages": int(sum(_last(r, "rejected_messages", 0) or 0 for r in actors.values())),
-            "message_bytes": int(_last(quantizer, "message_bytes", 0) or 0),
+            "min_broadcasts_received": min((a.broadcasts_received for a in actors.values()), default=0),
+            "rejected_messages": sum(a.rejected_messages for a in actors.values()),
+            "message_bytes": quantizer.message_bytes if quantizer else 0,
             "breakdown": breakdown,
             **self.kernel_summary(),
             "restarts": dict(self.restarts),

@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 
 RUN_STOP_GRACE_S = 90.0
 """How long a run may take to stop after a forwarded Ctrl-C/SIGTERM before it is killed. An ActorQ run stops its
-learner, then the other roles (up to ``ROLE_STOP_GRACE_S`` = 8 s each phase), and writes its summary within ~20 s;
+learner, then actors, quantizer and evaluator, then replay (each phase up to ``ROLE_STOP_GRACE_S`` = 8 s, usually
+a few seconds), and writes its summary within ~25 s at worst;
 Acme's Launchpad program (the baseline) takes longer to tear its nodes down, so 90 s leaves both room."""
 EXIT_INTERRUPTED = 130
 INCOMPLETE_DIR = "_incomplete"

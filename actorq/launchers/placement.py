@@ -64,6 +64,7 @@ class Placement(ABC):
     # -- lifecycle -------------------------------------------------------------------------------------------
     def open(self) -> None:
         """Acquire what the roles need before any starts (e.g. join or start a Ray cluster)."""
+        return None
 
     def start_roles(self, specs: list[RoleSpec], wait_replay_s: float) -> str:
         """Start ``specs`` in order (replay first); returns the replay address the others were given.
@@ -95,6 +96,10 @@ class Placement(ABC):
     def exit_code(self, label: str) -> int | None:
         """None while the role runs (or is being restarted by the placement), else its exit status."""
 
+    def interrupted(self) -> bool:
+        """True when the user interrupted the run through the placement (e.g. launchpad's own Ctrl-C handler)."""
+        return False
+
     def restart(self, label: str) -> None:
         """Start a role that ended again, with the same arguments (only when ``can_restart``)."""
         raise NotImplementedError(f"the {self.name} placement cannot restart {label}")
@@ -109,6 +114,7 @@ class Placement(ABC):
 
     def close(self) -> None:
         """Release what :meth:`open` acquired; called once, after every role stopped (also after failures)."""
+        return None
 
     # -- observation -----------------------------------------------------------------------------------------
     def status(self, label: str) -> RoleStatus | None:

@@ -16,7 +16,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from actorq.config import COMM_BITS, LAUNCHERS, PRECISIONS, load_config, replace, save_config
+from actorq.config import (
+    COMM_BITS,
+    LAUNCHERS,
+    PRECISIONS,
+    ExperimentConfig,
+    load_config,
+    replace,
+    save_config,
+)
 from actorq.roles.cli import user_errors
 from actorq.usage import CliError, module_main
 
@@ -108,20 +116,51 @@ def cmd_train(args: argparse.Namespace) -> int:
     config_path = run_dir / "config.yaml"
     save_config(config, config_path)
     sys.stdout.write(f"run directory: {run_dir}\n")
-    insecure = args.insecure_weights
-    if config.launcher == "local":
-        from actorq.launchers.local import LocalLauncher
+    if args.weights_key_file and args.insecure_weights:
+        raise CliError("--weights-key-file and --insecure-weights contradict each other: pass one of them")
+    return launch(
+        config,
+        run_dir,
+        config_path,
+        quiet=args.quiet,
+        insecure_weights=args.insecure_weights,
+        weights_key_file=args.weights_key_file,
+    )
 
-        return LocalLauncher(config, run_dir, config_path, quiet=args.quiet, insecure_weights=insecure).run()
-    if config.launcher == "launchpad":
-        from actorq.launchers.launchpad_launcher import LaunchpadLauncher
 
-        return LaunchpadLauncher(
-            config, run_dir, config_path, quiet=args.quiet, insecure_weights=insecure
-        ).run()
-    from actorq.launchers.inprocess import run_inprocess
+PLACEMENTS = {
+    "local": ("actorq.launchers.local", "LocalPlacement"),
+    "launchpad": ("actorq.launchers.launchpad_launcher", "LaunchpadPlacement"),
+    "inprocess": ("actorq.launchers.inprocess", "InProcessPlacement"),
+}
+"""Where each ``config.launcher`` runs the roles: module and Placement class (imported only when used)."""
 
-    return run_inprocess(config, run_dir, quiet=args.quiet, insecure_weights=insecure)
+
+def launch(
+    config: ExperimentConfig,
+    run_dir: Path,
+    config_path: Path,
+    *,
+    quiet: bool = False,
+    insecure_weights: bool = False,
+    weights_key_file: str | Path | None = None,
+) -> int:
+    """Run the experiment with the supervisor on the config's placement; returns the exit status."""
+    import importlib
+
+    from actorq.launchers.supervisor import Supervisor, run_context
+
+    module, cls = PLACEMENTS[config.launcher]
+    placement = getattr(importlib.import_module(module), cls)
+    ctx = run_context(
+        config,
+        run_dir,
+        config_path,
+        quiet=quiet,
+        insecure_weights=insecure_weights,
+        weights_key_file=weights_key_file,
+    )
+    return Supervisor(placement(ctx)).run()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -163,6 +202,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, help="the run's seed (seed)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
     parser.add_argument("--quiet", action="store_true", help="no live progress view")
+    parser.add_argument(
+        "--weights-key-file",
+        metavar="PATH",
+        help="sign weights with this existing key (e.g. a mounted Kubernetes Secret) instead of creating "
+        "RUN_DIR/secrets/weights.key; every role must read the same key",
+    )
     parser.add_argument(
         "--insecure-weights",
         action="store_true",

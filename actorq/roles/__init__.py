@@ -151,7 +151,7 @@ def _run_until_stopped(role: str, instance, stop: threading.Event, grace_s: floa
             "role %s loop still blocked %.0fs after stop; flushing metrics and exiting", role, grace_s
         )
         try:
-            instance.write_metrics()
+            instance.report()
             instance.close()
         except Exception as exc:  # best effort: the files may be mid-write by the blocked loop
             log.warning("final metrics flush failed: %s", exc)

@@ -22,12 +22,12 @@ import numpy as np
 from actorq.actors.actor import QuantizedActor
 from actorq.config import ExperimentConfig
 from actorq.envs import environment_spec, make_environment
-from actorq.metrics import read_metrics
 from actorq.quantize.signing import WeightsKey
 from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, wait_for_server
 from actorq.replay.experience import make_adders
 from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
 from actorq.roles.policy import build_policy, write_kernel_record
+from actorq.status import ActorStatus
 from actorq.timers import BREAKDOWN_COMPONENTS, Timers
 
 log = logging.getLogger(__name__)
@@ -94,10 +94,11 @@ class ActorRole(RoleBase):
                 actor_id,
                 address,
             )
-        # A restarted or resumed actor continues its own counts, so totals over the run stay right.
-        previous = read_metrics(self.dir / "metrics.csv")
-        self.steps = int(previous[-1].get("step") or 0) if previous else 0
-        self.episodes = int(previous[-1].get("episodes") or 0) if previous else 0
+        # A restarted or resumed actor continues its own counts (from its status record), so run totals stay right.
+        previous = self.previous_status()
+        self.steps = previous.step if isinstance(previous, ActorStatus) else 0
+        self.episodes = previous.episodes if isinstance(previous, ActorStatus) else 0
+        self._rate = 0.0
         self._returns = [0.0] * self.num_envs
         self.last_return: float | None = None
         self._timesteps: list = [None] * self.num_envs
@@ -145,7 +146,9 @@ class ActorRole(RoleBase):
             if not self._write(self.actor.observe, action, timestep, j):
                 return
             self._returns[j] += float(timestep.reward or 0.0)
-            self.steps += 1
+        # Counted once every environment has stepped and written: a loop cut short (a stop while a write is held
+        # by the rate limiter, a failed write) counts none of its steps, so the count is whole loops of N.
+        self.steps += self.num_envs
         self.actor.update()
 
     @property
@@ -204,7 +207,7 @@ class ActorRole(RoleBase):
 
     def write_metrics(self) -> None:
         now = time.monotonic()
-        rate = (self.steps - self._rate_steps) / max(now - self._rate_t, 1e-9)
+        rate = self._rate = (self.steps - self._rate_steps) / max(now - self._rate_t, 1e-9)
         self._rate_t, self._rate_steps = now, self.steps
         totals = self.timers.snapshot()
         row = {
@@ -232,6 +235,22 @@ class ActorRole(RoleBase):
         for name in BREAKDOWN_COMPONENTS:
             row[f"{name}_s"] = totals.get(name, 0.0)
         self.metrics.write(row)
+
+    def status_record(self) -> ActorStatus:
+        weights = self.actor.weights
+        totals = self.timers.snapshot()
+        return ActorStatus(
+            **self.status_fields(),
+            step=self.steps,
+            episodes=self.episodes,
+            steps_per_s=self._rate,
+            weights_version=int(weights.version),
+            weights_learner_step=int(weights.learner_step),
+            episode_return=self.last_return,
+            broadcasts_received=int(weights.received),
+            rejected_messages=int(weights.rejected),
+            breakdown_s={name: float(totals.get(name, 0.0)) for name in BREAKDOWN_COMPONENTS},
+        )
 
     def run(self, stop: threading.Event) -> None:
         log.info("actor %d waiting for its first weights", self.actor_id)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from actorq.config import ExperimentConfig
 from actorq.metrics import MetricsWriter
+from actorq.status import RoleStatus, read_status, write_status
 
 log = logging.getLogger(__name__)
 
@@ -127,14 +128,40 @@ class RoleBase:
     def write_metrics(self) -> None:
         """Write one metrics row (roles override)."""
 
+    def status_record(self) -> RoleStatus:
+        """The role's typed progress record (roles override)."""
+        raise NotImplementedError
+
+    def status_fields(self) -> dict:
+        """The fields every record carries (role, label, start time, this process's CPU seconds when it owns it)."""
+        return {
+            "role": self.name,
+            "label": self.dir.name,
+            "started": self.started,
+            "cpu_s": time.process_time() if self.own_process else None,
+        }
+
+    def previous_status(self) -> RoleStatus | None:
+        """The record this role's directory holds from an earlier process of the same run (restart, resume)."""
+        return read_status(self.dir)
+
+    def publish_status(self) -> None:
+        """Replace ``status.json`` with :meth:`status_record`: what supervisors and restarts read."""
+        write_status(self.dir, self.status_record())
+
+    def report(self) -> None:
+        """One metrics row (for people) and the status record (for the supervisor)."""
+        self.write_metrics()
+        self.publish_status()
+
     def run(self, stop: threading.Event) -> None:
         try:
             while not stop.is_set():
                 self.step()
                 if self._log_timer.due():
-                    self.write_metrics()
+                    self.report()
         finally:
-            self.write_metrics()
+            self.report()
             self.close()
 
     def close(self) -> None:

@@ -34,6 +34,7 @@ from actorq.replay import (
 )
 from actorq.roles.common import Periodic, RoleBase
 from actorq.roles.policy import build_policy, greedy_episode
+from actorq.status import Evaluation, EvaluatorStatus
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,10 @@ class EvaluatorRole(RoleBase):
         self.rejected = 0
         self._learner_version = -1  # of the last learner weights evaluated
         self.best_return: float | None = None
+        previous = self.previous_status()  # a restarted evaluator keeps the run's evaluations so far
+        self.history: list[Evaluation] = (
+            list(previous.evaluations) if isinstance(previous, EvaluatorStatus) else []
+        )
 
     def step(self) -> None:
         if not (self._first or self._due.due()):
@@ -112,8 +117,26 @@ class EvaluatorRole(RoleBase):
         )
         self.evaluations += 1
         self.metrics.write(row)
+        self.history.append(
+            Evaluation(
+                time=time.time(),
+                learner_step=int(learner_step),
+                actor_steps=int(inserts),
+                eval_return=float(row["eval_return"]),
+            )
+        )
+        self.publish_status()  # at once: the supervisor stops on the target from this record
         log.info(
             "eval @ learner step %d, actor steps %d: return %.1f", learner_step, inserts, row["eval_return"]
+        )
+
+    def status_record(self) -> EvaluatorStatus:
+        last = self.history[-1].learner_step if self.history else 0
+        return EvaluatorStatus(
+            **self.status_fields(),
+            step=last,
+            evaluations=tuple(self.history),
+            rejected_messages=self.rejected,
         )
 
     def _load_fp32(self, buf) -> int | None:

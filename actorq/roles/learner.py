@@ -22,6 +22,7 @@ from actorq.quantize.signing import LEARNER_STREAM, WeightsKey
 from actorq.replay import LEARNER_WEIGHTS_TABLE, ReverbWeightPublisher, wait_for_server
 from actorq.replay.tables import environment_spec_for
 from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
+from actorq.status import LearnerStatus
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,7 @@ class LearnerRole(RoleBase):
         self._publisher.submit(self.learner.get_variables(), self.learner.steps)
         self._rate_t, self._rate_steps = time.monotonic(), self.learner.steps
         self._step_time = 0.0
+        self._rate = 0.0
         # A step blocks while sampling: on the rate limiter when actors fall behind, or while replay restarts
         # (Reverb's dataset reconnects by itself). Report such stalls while they last.
         self._watchdog = StallWatchdog("learner sample", config.replay.rate_limiter_timeout_s)
@@ -173,7 +175,7 @@ class LearnerRole(RoleBase):
 
     def write_metrics(self) -> None:
         now, steps = time.monotonic(), self.learner.steps
-        rate = (steps - self._rate_steps) / max(now - self._rate_t, 1e-9)
+        rate = self._rate = (steps - self._rate_steps) / max(now - self._rate_t, 1e-9)
         self._rate_t, self._rate_steps = now, steps
         row = {
             "step": steps,
@@ -189,6 +191,14 @@ class LearnerRole(RoleBase):
         }
         row.update(self.learner.losses)
         self.metrics.write(row)
+
+    def status_record(self) -> LearnerStatus:
+        return LearnerStatus(
+            **self.status_fields(),
+            step=int(self.learner.steps),
+            steps_per_s=self._rate,
+            published=self._publisher.published,
+        )
 
     def run(self, stop: threading.Event) -> None:
         try:

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
-from actorq.metrics import read_metrics
 from actorq.networks.mapping import tf_to_torch_state
 from actorq.quantize.codec import WeightMessageError, decode_message, encode_message, read_header
 from actorq.quantize.signing import LEARNER_STREAM, POLICY_STREAM, TAG_BYTES, WeightsKey
@@ -29,6 +28,7 @@ from actorq.replay import (
     wait_for_server,
 )
 from actorq.roles.common import RoleBase, VersionRecord
+from actorq.status import QuantizerStatus
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,10 @@ class QuantizerRole(RoleBase):
         self.rejected = 0
 
     def _resume_version(self) -> int:
-        previous = read_metrics(self.dir / "metrics.csv")
-        recorded = max(int(previous[-1].get("version") or 0) if previous else 0, self._published.read())
+        previous = self.previous_status()
+        recorded = max(
+            previous.version if isinstance(previous, QuantizerStatus) else 0, self._published.read()
+        )
         in_table = 0
         try:
             buf = self._policy_sub.latest()
@@ -190,4 +192,13 @@ class QuantizerRole(RoleBase):
                 "comm_bits": self.config.comm_bits,
                 **self.times,
             }
+        )
+
+    def status_record(self) -> QuantizerStatus:
+        return QuantizerStatus(
+            **self.status_fields(),
+            step=max(self.learner_step, 0),
+            version=self.version,
+            message_bytes=self.message_bytes,
+            quantize_ms=self.times["quantize_ms"],
         )

@@ -12,6 +12,7 @@ from actorq.envs import make_environment
 from actorq.replay import EXPERIENCE_TABLE, make_server
 from actorq.replay.tables import environment_spec_for
 from actorq.roles.common import RoleBase
+from actorq.status import ReplayStatus
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ class ReplayRole(RoleBase):
         # What a restart restored from the checkpoint (fault tests compare it with the last checkpoint's sizes).
         log.info("replay serving on port %d with %s", self.port, self._sizes())
         (self.dir / "port").write_text(str(self.port))
+        self._counts = {"size": 0, "inserts": 0, "samples": 0}
+        self.publish_status()  # launchers wait for this record: replay serves from here on
 
     def _sizes(self) -> str:
         info = self._client.server_info(timeout=5)
@@ -67,14 +70,18 @@ class ReplayRole(RoleBase):
         info = self._client.server_info(timeout=5)
         exp = info[EXPERIENCE_TABLE]
         limiter = exp.rate_limiter_info
+        self._counts = {
+            "size": int(exp.current_size),
+            "inserts": int(limiter.insert_stats.completed),
+            "samples": int(limiter.sample_stats.completed),
+        }
         self.metrics.write(
-            {
-                "step": int(limiter.insert_stats.completed),
-                "elapsed": time.time() - self.started,
-                "size": int(exp.current_size),
-                "inserts": int(limiter.insert_stats.completed),
-                "samples": int(limiter.sample_stats.completed),
-            }
+            {"step": self._counts["inserts"], "elapsed": time.time() - self.started, **self._counts}
+        )
+
+    def status_record(self) -> ReplayStatus:
+        return ReplayStatus(
+            **self.status_fields(), step=self._counts["inserts"], port=int(self.port), **self._counts
         )
 
     def run(self, stop: threading.Event) -> None:

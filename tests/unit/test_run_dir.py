@@ -13,29 +13,27 @@ from pathlib import Path
 import pytest
 
 import actorq.cli as cli
-import actorq.launchers.local
+import actorq.launchers.train
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "configs/dqn/gym_cartpole.yaml")
 
 
 class _NoLaunch:
-    """Stands in for LocalLauncher: records the run directory, starts nothing."""
+    """Stands in for the launch: records the run directory, starts nothing."""
 
     started: list[Path] = []
 
-    def __init__(self, config, run_dir, config_path, quiet=False, **options):
-        self.run_dir = Path(run_dir)
-
-    def run(self) -> int:
-        _NoLaunch.started.append(self.run_dir)
+    @staticmethod
+    def launch(config, run_dir, config_path, **options) -> int:
+        _NoLaunch.started.append(Path(run_dir))
         return 0
 
 
 @pytest.fixture(autouse=True)
 def no_launch(monkeypatch):
     _NoLaunch.started = []
-    monkeypatch.setattr(actorq.launchers.local, "LocalLauncher", _NoLaunch)
+    monkeypatch.setattr(actorq.launchers.train, "launch", _NoLaunch.launch)
 
 
 def _errors(capsys) -> list[str]:

@@ -70,22 +70,22 @@ def test_learner_environment_sets_onednn_before_tensorflow(monkeypatch, caplog):
 
 def test_local_launcher_gives_only_the_learner_its_environment(tmp_path, monkeypatch):
     import actorq.launchers.local as local
+    from actorq.launchers.supervisor import run_context
+    from actorq.launchers.topology import topology
 
     config = tiny_config("dqn", **{"learner.onednn": True})
-    launcher = local.LocalLauncher(config, tmp_path, tmp_path / "config.yaml", quiet=True)
+    placement = local.LocalPlacement(run_context(config, tmp_path, tmp_path / "config.yaml", quiet=True))
     seen = {}
 
     class _Popen:
         def __init__(self, argv, env, **kwargs):
-            seen[argv[4]] = env.get(ONEDNN_ENV)
+            seen[argv[3]] = env.get(ONEDNN_ENV)
             self.pid = 1
 
     monkeypatch.setattr(local.subprocess, "Popen", _Popen)
     monkeypatch.delitem(os.environ, ONEDNN_ENV, raising=False)
-    for spec in local.topology(config):
-        launcher._spawn(
-            local.Child(spec, ["python", "-m", "actorq.cli", "role", spec.role], tmp_path / "x.log")
-        )
+    for spec in topology(config):
+        placement.start(spec, address="localhost:1")
     assert seen["learner"] == "1" and seen["actor"] is None and seen["evaluator"] is None
 
 
