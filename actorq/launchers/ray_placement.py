@@ -268,16 +268,24 @@ class RayPlacement(Placement):
             ref = pending.get(label)
             if ref is not None:
                 ready, _ = ray.wait([ref], timeout=0)
-                try:
-                    role.final = int(ray.get(ref)) if ready else EXIT_KILLED
-                except ray.exceptions.RayActorError:
-                    role.final = EXIT_FAILED
                 if not ready:
                     log.warning("%s did not stop within %.0fs; killing its Ray actor", label, grace_s)
+                    role.final = EXIT_KILLED
+                else:
+                    try:
+                        role.final = int(ray.get(ref))
+                        self._take_final_record(role)  # the record it wrote as it stopped, for the summary
+                    except ray.exceptions.RayActorError:
+                        role.final = EXIT_FAILED
             # The worker process of a stopped role would otherwise idle on: kill it (and tell Ray not to restart).
             ray.kill(role.handle, no_restart=True)
             codes[label] = role.final
         return codes
+
+    def _take_final_record(self, role: _Role) -> None:
+        ready, _ = self.ray.wait([role.handle.status.remote()], timeout=CALL_TIMEOUT_S)
+        if ready:
+            self._take_record(role, ready[0])
 
     def close(self) -> None:
         """Kill every actor this placement made; stop the cluster if this run started it."""
@@ -294,28 +302,33 @@ class RayPlacement(Placement):
 
     # -- observation -----------------------------------------------------------------------------------------
     def status(self, label: str) -> RoleStatus | None:
-        """The role's latest record, asked of its actor (at most one question in flight per role)."""
+        """The role's latest record, asked of its actor (at most one question in flight per role); once the role
+        ended (or the placement closed), its last record."""
         role = self.roles.get(label)
-        if role is None or self.ray is None:
+        if role is None:
             return None
+        if self.ray is None or role.final is not None:
+            return role.last
         ray = self.ray
-        if role.status_ref is None and role.final is None:
+        if role.status_ref is None:
             role.status_ref = role.handle.status.remote()
-        if role.status_ref is not None:
-            ready, _ = ray.wait([role.status_ref], timeout=STATUS_WAIT_S)
-            if ready:
-                ref, role.status_ref = role.status_ref, None
-                try:
-                    data = ray.get(ref)
-                    if data is not None:
-                        role.last = from_dict(data)
-                except ray.exceptions.RayActorError:
-                    pass  # restarting or dead: exit_code() says which; keep the last record
-                except StatusError as exc:
-                    log.warning("ignoring %s's status record: %s", label, exc)
-        if role.last is not None and role.last.pid not in role.pids:
-            role.pids += (role.last.pid,)  # a new worker process: Ray restarted the role
+        ready, _ = ray.wait([role.status_ref], timeout=STATUS_WAIT_S)
+        if ready:
+            ref, role.status_ref = role.status_ref, None
+            self._take_record(role, ref)
         return role.last
+
+    def _take_record(self, role: _Role, ref: Any) -> None:
+        """Parse a finished status answer into ``role.last`` (and note a new worker pid)."""
+        try:
+            role.last = from_dict(self.ray.get(ref))
+        except self.ray.exceptions.RayActorError:
+            return  # restarting or dead: exit_code() says which; keep the last record
+        except StatusError as exc:
+            log.warning("ignoring %s's status record: %s", role.spec.label, exc)
+            return
+        if role.last.pid not in role.pids:
+            role.pids += (role.last.pid,)  # a new worker process: Ray restarted the role
 
     def where(self, label: str) -> str:
         """``node <ip> (<node id>) pid <pid>`` of the role's current worker (asked again after each restart)."""

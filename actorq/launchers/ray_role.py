@@ -27,7 +27,7 @@ from actorq.config import config_from_dict
 from actorq.roles import build_role
 from actorq.roles.common import EXIT_FAILED, EXIT_OK, apply_learner_environment
 from actorq.roles.weights_key import KEY_ENV, KEY_ROLES, resolve_weights_key
-from actorq.status import read_status, to_dict
+from actorq.status import to_dict
 
 log = logging.getLogger(__name__)
 
@@ -126,11 +126,9 @@ class RoleActor:
 
         return f"{ray.util.get_node_ip_address()}:{self.instance.port}"
 
-    def status(self) -> dict[str, Any] | None:
-        """The role's status record as plain values (None before its first)."""
-        record_of = getattr(self.instance, "status_record", None)
-        record = record_of() if callable(record_of) else read_status(self.instance.dir)
-        return to_dict(record) if record is not None else None
+    def status(self) -> dict[str, Any]:
+        """The role's current status record as plain values (what it would write to its status.json)."""
+        return to_dict(self.instance.status_record())
 
     def exit_status(self) -> int | None:
         """None while the loop runs; its exit status once it returned."""

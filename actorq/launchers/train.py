@@ -132,6 +132,7 @@ PLACEMENTS = {
     "local": ("actorq.launchers.local", "LocalPlacement"),
     "launchpad": ("actorq.launchers.launchpad_launcher", "LaunchpadPlacement"),
     "inprocess": ("actorq.launchers.inprocess", "InProcessPlacement"),
+    "ray": ("actorq.launchers.ray_placement", "RayPlacement"),
 }
 """Where each ``config.launcher`` runs the roles: module and Placement class (imported only when used)."""
 
