@@ -81,7 +81,6 @@ class _Role:
     status_ref: Any = None
     last: RoleStatus | None = None
     where: dict[str, Any] | None = None
-    where_restarts: int = -1
     pids: tuple[int, ...] = ()
     table_restarts: int = 0
     table_read: float = 0.0
@@ -328,20 +327,24 @@ class RayPlacement(Placement):
             log.warning("ignoring %s's status record: %s", role.spec.label, exc)
             return
         if role.last.pid not in role.pids:
-            role.pids += (role.last.pid,)  # a new worker process: Ray restarted the role
+            role.pids += (role.last.pid,)  # a new worker process: Ray started or restarted the role
+            self._ask_where(role)
+
+    def _ask_where(self, role: _Role) -> None:
+        """Ask the role's worker where it runs (after its start and each restart)."""
+        try:
+            role.where = self.ray.get(role.handle.where.remote(), timeout=CALL_TIMEOUT_S)
+        except Exception as exc:  # restarting, dead or slow: keep what we last knew
+            log.debug("where %s: %s", role.spec.label, exc)
 
     def where(self, label: str) -> str:
-        """``node <ip> (<node id>) pid <pid>`` of the role's current worker (asked again after each restart)."""
+        """``node <ip> (<node id>) pid <pid>`` of the role's current (or last) worker."""
         role = self.roles.get(label)
-        if role is None or self.ray is None:
+        if role is None:
             return "-"
-        restarts = self.restarts(label)
-        if (role.where is None or role.where_restarts != restarts) and role.final is None:
-            try:
-                role.where = self.ray.get(role.handle.where.remote(), timeout=CALL_TIMEOUT_S)
-                role.where_restarts = restarts
-            except Exception as exc:  # restarting, dead or slow: say what we last knew
-                log.debug("where %s: %s", label, exc)
+        stale = role.where is None or (role.pids and role.where["pid"] != role.pids[-1])
+        if stale and self.ray is not None and role.final is None:
+            self._ask_where(role)
         if role.where is None:
             return "-"
         w = role.where
