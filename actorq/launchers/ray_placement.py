@@ -91,6 +91,7 @@ class RayPlacement(Placement):
 
     name: ClassVar[str] = "ray"
     restarts_itself: ClassVar[bool] = True
+    roles_report_cpu: ClassVar[bool] = True
 
     def __init__(self, run: RunContext):
         super().__init__(run)

@@ -105,6 +105,8 @@ def test_run_places_roles_by_resource_and_reaches_its_budget(ray_cluster, tmp_pa
     assert summary["actor_steps"] >= 600 and summary["learner_steps"] > 0 and summary["evaluations"] >= 1
     assert summary["weights_signing"]["scheme"] == "hmac-sha256" and summary["rejected_messages"] == 0
     assert summary["min_broadcasts_received"] >= 1
+    # The roles' own CPU time (from their records): Ray's workers are not the launcher's children.
+    assert summary["energy"]["roles_cpu_seconds"] > 5
     assert summary["ray"]["cluster"] and not summary["ray"]["started_cluster"]
     for label in ("replay", "learner", "quantizer", "evaluator"):
         assert _node(summary, label) == ray_cluster.head_id, label
