@@ -54,9 +54,16 @@ class LoopbackCluster:
 
 
 def _add_actor_node(cluster: Any) -> Any:
-    return cluster.add_node(
+    from ray._private.services import write_node_ip_address
+
+    node = cluster.add_node(
         num_cpus=ACTOR_NODE_CPUS, resources={"actor_host": 1}, node_ip_address=ACTOR_NODE_IP, **NODE_ARGS
     )
+    # Ray caches "this host's address" in the session directory, and the node just added overwrote it with its
+    # own: a driver starting now would join the actors' node. Point the cache back at the head.
+    head = cluster.head_node
+    write_node_ip_address(head.get_session_dir_path(), head.node_ip_address)
+    return node
 
 
 def role_workers() -> list[psutil.Process]:
