@@ -47,8 +47,9 @@ EXIT_KILLED = -9
 """Exit status reported for a role that had to be killed (it did not stop within the grace period)."""
 CALL_TIMEOUT_S = 10.0
 """How long a question to a role actor (address, where) may take before the placement gives up on it."""
-STATUS_WAIT_S = 0.2
-"""How long :meth:`RayPlacement.status` waits for a role's answer before returning the last record it has."""
+STATUS_WAIT_S = 0.05
+"""How long :meth:`RayPlacement.status` waits for a role's answer to a new question (a live role answers in about a
+millisecond) before returning the last record it has."""
 TABLE_POLL_S = 1.0
 """How often restarts are read from Ray's actor table per role."""
 
@@ -125,6 +126,8 @@ class RayPlacement(Placement):
                 needed = 1 + config.actor.num_actors * config.actor.threads
                 temp_dir = config.ray.temp_dir or None
                 context = ray.init(
+                    # "local": a new cluster even when another runs on this host (no address would join that)
+                    address="local",
                     num_cpus=max(os.cpu_count() or 1, needed),
                     include_dashboard=False,
                     object_store_memory=LOCAL_OBJECT_STORE_BYTES,
@@ -310,9 +313,12 @@ class RayPlacement(Placement):
         if self.ray is None or role.final is not None:
             return role.last
         ray = self.ray
+        # A question still unanswered (the role is starting, busy or being restarted) is not waited on again: the
+        # supervisor asks every role several times per poll, and must not stall behind one.
+        wait_s = 0.0
         if role.status_ref is None:
-            role.status_ref = role.handle.status.remote()
-        ready, _ = ray.wait([role.status_ref], timeout=STATUS_WAIT_S)
+            role.status_ref, wait_s = role.handle.status.remote(), STATUS_WAIT_S
+        ready, _ = ray.wait([role.status_ref], timeout=wait_s)
         if ready:
             ref, role.status_ref = role.status_ref, None
             self._take_record(role, ref)
