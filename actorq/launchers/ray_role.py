@@ -85,19 +85,25 @@ class RoleActor:
         config = config_from_dict(config_data)
         if role == "learner":  # already in the environment (runtime_env); this only warns if TF loaded first
             apply_learner_environment(config)
-        key = None
-        if role in KEY_ROLES and not insecure_weights:
-            key = resolve_weights_key(run_dir, os.environ.get(KEY_ENV) or key_file)
-        self.instance = build_role(
-            role,
-            config,
-            run_dir,
-            address,
-            index,
-            port or None,
-            weights_key=key,
-            insecure_weights=insecure_weights,
-        )
+        try:
+            key = None
+            if role in KEY_ROLES and not insecure_weights:
+                key = resolve_weights_key(run_dir, os.environ.get(KEY_ENV) or key_file)
+            self.instance = build_role(
+                role,
+                config,
+                run_dir,
+                address,
+                index,
+                port or None,
+                weights_key=key,
+                insecure_weights=insecure_weights,
+            )
+        except (
+            Exception
+        ) as exc:  # Ray reports the actor dead; the reason goes to the role's log, where people look
+            log.error("%s could not start on %s: %s", label, socket.gethostname(), exc)
+            raise
         # This worker process runs this role alone, so process-wide figures (CPU time) are the role's.
         self.instance.own_process = True
         self.stop_event = threading.Event()
