@@ -1,7 +1,8 @@
 """A 2-node Ray cluster on this host for the ``ray`` tier: the head advertises ``learner_host``, the worker node
 ``actor_host``, as the README tells a real cluster to.
 
-Started once per session (a few seconds, ~0.9 GiB); the tests join it with ``actorq train --ray-address``. Node
+Started once per test module (a few seconds, ~0.9 GiB; gone after the module, so later tests that check they leave
+no child process behind do not see it); the tests join it with ``actorq train --ray-address``. Node
 failures are noticed within ~2 s (health checks every 500 ms, 3 misses) instead of Ray's default ~30 s, so a test
 that removes a node sees its actors restarted elsewhere quickly.
 """
@@ -78,7 +79,7 @@ def role_workers() -> list[psutil.Process]:
     return found
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
     import ray
     from ray.cluster_utils import Cluster
