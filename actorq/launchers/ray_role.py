@@ -25,7 +25,7 @@ from typing import Any
 
 from actorq.config import config_from_dict
 from actorq.roles import build_role
-from actorq.roles.common import EXIT_FAILED, EXIT_OK, apply_learner_environment
+from actorq.roles.common import EXIT_FAILED, EXIT_OK, apply_learner_environment, pin_role_cpus
 from actorq.roles.weights_key import KEY_ENV, KEY_ROLES, resolve_weights_key
 from actorq.status import to_dict
 
@@ -86,6 +86,8 @@ class RoleActor:
         if role == "learner":  # already in the environment (runtime_env); this only warns if TF loaded first
             apply_learner_environment(config)
         try:
+            # Before anything below loads TensorFlow or torch, which size their thread pools by the usable cores.
+            pin_role_cpus(config, role)
             key = None
             if role in KEY_ROLES and not insecure_weights:
                 key = resolve_weights_key(run_dir, os.environ.get(KEY_ENV) or key_file)
