@@ -42,6 +42,7 @@ from actorq.config.schema import (
     LearnerConfig,
     NetworkConfig,
     QuantizerConfig,
+    RayConfig,
     ReplayConfig,
     error_buffer,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "LearnerConfig",
     "NetworkConfig",
     "QuantizerConfig",
+    "RayConfig",
     "ReplayConfig",
     "apply_overrides",
     "config_from_dict",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -213,6 +214,7 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
         raise ConfigError(f"replay.discount={config.replay.discount} must be in (0, 1]")
     if config.replay.min_size > config.replay.max_size:
         raise ConfigError("replay.min_size must not exceed replay.max_size")
+    _validate_ray(config)
     if not 0 <= config.actor.epsilon_min <= config.actor.epsilon_max <= 1:
         raise ConfigError("need 0 <= actor.epsilon_min <= actor.epsilon_max <= 1")
     if config.network.vmin >= config.network.vmax:
@@ -224,6 +226,37 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
                 f"affinity.{role}={list(cpus)} must list distinct CPU numbers >= 0 (empty: any)"
             )
     return config
+
+
+def _validate_ray(config: ExperimentConfig) -> None:
+    """The ``ray`` section: resource names Ray accepts, non-negative counts, an address of the forms Ray joins."""
+    ray = config.ray
+    if ray.learner_gpus < 0:
+        raise ConfigError(f"ray.learner_gpus={ray.learner_gpus!r} must be >= 0 (0: the learner runs on CPU)")
+    if ray.max_restarts < 0:
+        raise ConfigError(f"ray.max_restarts={ray.max_restarts!r} must be >= 0")
+    for key, name in (
+        ("ray.learner_resource", ray.learner_resource),
+        ("ray.actor_resource", ray.actor_resource),
+    ):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", name) or name in _RAY_BUILTIN_RESOURCES:
+            raise ConfigError(
+                f"{key}={name!r} must be a custom resource name (letters, digits, _ . -; not "
+                f"{', '.join(_RAY_BUILTIN_RESOURCES)}), e.g. learner_host"
+            )
+    if ray.learner_resource == ray.actor_resource:
+        raise ConfigError(
+            f"ray.learner_resource and ray.actor_resource are both {ray.learner_resource!r}: name two resources"
+        )
+    address = ray.address.strip()
+    if address and address != "auto" and not re.fullmatch(r"[A-Za-z0-9_.\-\[\]:]+:\d{1,5}", address):
+        raise ConfigError(
+            f"ray.address={ray.address!r} is not a Ray address: give HOST:PORT of the head's GCS (e.g. "
+            "10.0.0.5:6379; Ray Client's ray:// is not supported), auto, or leave it empty to start a local cluster"
+        )
+
+
+_RAY_BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 
 
 def _check_finite(config: Any, prefix: str = "") -> None:

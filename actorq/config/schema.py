@@ -24,7 +24,7 @@ COMM_BITS = (32, 16, 8, 4, 2)
 of what the codec can carry (:data:`actorq.quantize.header.WIRE_BITS`)."""
 
 SUITES = ("dmc", "gym")
-LAUNCHERS = ("launchpad", "local", "inprocess")
+LAUNCHERS = ("launchpad", "local", "inprocess", "ray")
 
 GYM_TASKS = {
     "CartPole-v1": "discrete",
@@ -194,6 +194,27 @@ class EvaluatorConfig:
 
 
 @dataclass(frozen=True)
+class RayConfig:
+    """Where the ``ray`` launcher runs roles (only read by ``launcher: ray``)."""
+
+    address: str = ""
+    """Ray cluster to join (``HOST:PORT`` of its GCS, or ``auto``); empty: ``$RAY_ADDRESS``, else a local cluster
+    started for the run and stopped at its end. ``actorq train --ray-address`` sets it."""
+    learner_gpus: float = 0.0
+    """GPUs the learner's Ray actor asks for (0: CPU only; a fraction shares a GPU)."""
+    learner_resource: str = "learner_host"
+    """Custom resource marking the nodes for the learner, replay, quantizer and evaluator; used when some node of
+    the cluster advertises it (``ray start --resources '{"learner_host": 1}'``), else Ray places them freely."""
+    actor_resource: str = "actor_host"
+    """Custom resource marking the nodes for actors (each actor asks ``actor.threads`` CPUs); used when some node
+    advertises it, else Ray places actors freely."""
+    max_restarts: int = 5
+    """Times Ray restarts a dead actor, quantizer or evaluator (on any node that fits) before the run fails."""
+    temp_dir: str = ""
+    """Ray's session directory for a local cluster the run starts; empty: Ray's default (/tmp/ray)."""
+
+
+@dataclass(frozen=True)
 class AffinityConfig:
     """CPU cores each role's process may run on: its own affinity (``sched_setaffinity``), set when the role's
     process starts, before TensorFlow or torch size their thread pools. Empty = any core (the default). Ignored, with
@@ -230,6 +251,8 @@ class ExperimentConfig:
     """Actors."""
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     """Evaluator."""
+    ray: RayConfig = field(default_factory=RayConfig)
+    """The ray launcher's cluster and placement."""
     affinity: AffinityConfig = field(default_factory=AffinityConfig)
     """CPU cores per role (empty: any)."""
     seed: int = 0
@@ -241,7 +264,8 @@ class ExperimentConfig:
     target_return: float | None = None
     """Stop once the evaluator's mean return reaches this; null = never stop early."""
     launcher: str = "local"
-    """How roles are started: local (subprocesses), launchpad (LOCAL_MULTI_PROCESSING) or inprocess (threads)."""
+    """How roles are started: local (subprocesses), launchpad (LOCAL_MULTI_PROCESSING), inprocess (threads) or
+    ray (Ray actors on a cluster, see ``ray``)."""
     log_period_s: float = 5.0
     """Seconds between metric rows written by each role."""
     paper: str = ""

@@ -55,6 +55,9 @@ class Placement(ABC):
     """True when the placement restarts restartable roles itself; :meth:`exit_code` is then final."""
     can_restart: ClassVar[bool] = True
     """False when roles cannot be restarted one by one (launchpad starts one program): a dead role ends the run."""
+    roles_report_cpu: ClassVar[bool] = False
+    """True when the roles are not this process's descendants (Ray's workers on a cluster): the run's role CPU time is
+    then the sum the roles report in their status records, not what the energy meter sees under this process."""
     interleaves_output: ClassVar[bool] = False
     """True when roles print to the launcher's terminal (the live view is then appended, never redrawn)."""
 

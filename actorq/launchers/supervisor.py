@@ -214,7 +214,7 @@ class Supervisor:
             ),
         }
         energy_summary = energy.summary()
-        if not energy_summary.get("roles_cpu_seconds"):
+        if self.placement.roles_report_cpu or not energy_summary.get("roles_cpu_seconds"):
             # Roles that are not our descendants (Ray's workers): the CPU time they report themselves.
             energy_summary["roles_cpu_seconds"] = round(self.monitor.roles_cpu_seconds(), 3)
         extra["energy"] = energy_summary

@@ -49,6 +49,8 @@ def _train_overrides(args: argparse.Namespace) -> dict:
         changes["target_return"] = args.target_return
     if args.seed is not None:
         changes["seed"] = args.seed
+    if args.ray_address is not None:
+        changes["ray.address"] = args.ray_address
     return changes
 
 
@@ -130,6 +132,7 @@ PLACEMENTS = {
     "local": ("actorq.launchers.local", "LocalPlacement"),
     "launchpad": ("actorq.launchers.launchpad_launcher", "LaunchpadPlacement"),
     "inprocess": ("actorq.launchers.inprocess", "InProcessPlacement"),
+    "ray": ("actorq.launchers.ray_placement", "RayPlacement"),
 }
 """Where each ``config.launcher`` runs the roles: module and Placement class (imported only when used)."""
 
@@ -177,7 +180,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     )
     parser.add_argument("--actors", type=int, help="number of actor processes (actor.num_actors)")
     parser.add_argument(
-        "--launcher", choices=LAUNCHERS, help="how roles run: local subprocesses, launchpad, or threads"
+        "--launcher",
+        choices=LAUNCHERS,
+        help="how roles run: local subprocesses, launchpad, threads, or Ray actors on a cluster",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        help="--launcher ray: join this Ray cluster (ray.address; default $RAY_ADDRESS, else a local cluster "
+        "started and stopped with the run)",
     )
     parser.add_argument(
         "--run-dir", help="new or empty directory for the run (default runs/<config>-<date>-<time>)"

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 
 from actorq.config import save_config
 from actorq.metrics import read_metrics
+from actorq.status import read_status
 from tests.conftest import tiny_config
 from tests.faults._helpers import alive
 from tests.waiting import wait_until
@@ -49,16 +52,22 @@ def _no_children_left():
     assert not leftover, f"processes left behind: {[(p.pid, p.cmdline()[:4]) for p in leftover]}"
 
 
-@pytest.mark.parametrize("launcher", ["launchpad", "local"])
+@pytest.mark.parametrize(
+    "launcher",
+    # ray without --ray-address: the run starts its own local cluster and must stop it.
+    ["launchpad", "local", pytest.param("ray", marks=pytest.mark.ray)],
+)
 def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
     # A samples-per-insert limit: actors cannot race past the learner while TF traces its first step. Each actor
     # steps 3 environments (one batched forward), counted as env steps.
+    # Ray's session files (sockets: a short path) in a directory of this test's own, to find its processes by.
+    ray_tmp = tempfile.mkdtemp(prefix="aq-ray-", dir="/tmp") if launcher == "ray" else ""
     config = tiny_config(
         "dqn",
         launcher=launcher,
         max_actor_steps=800,
         max_minutes=5,
-        **{"replay.samples_per_insert": 2.0, "actor.envs_per_actor": 3},
+        **{"replay.samples_per_insert": 2.0, "actor.envs_per_actor": 3, "ray.temp_dir": ray_tmp},
     )
     save_config(config, tmp_path / "in.yaml")
     run_dir = tmp_path / "run"
@@ -80,6 +89,30 @@ def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
         assert rows[-1]["step"] % 3 == 0, actor  # every loop steps all 3 environments
         assert json.loads((run_dir / actor / "kernel.json").read_text())["batch"] == 3, actor
     _no_children_left()
+    if ray_tmp:  # the local cluster the run started (GCS, raylet) and its role workers are gone with it
+        roles = [
+            read_status(run_dir / label)
+            for label in ("replay", "learner", "quantizer", "actor_0", "evaluator")
+        ]
+        pids = [record.pid for record in roles if record is not None]
+        assert len(pids) == 5
+        wait_until(
+            lambda: not _processes_mentioning(ray_tmp) and not alive(pids),
+            15,
+            "the run's Ray cluster to be gone",
+        )
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if text in " ".join(proc.info["cmdline"] or ()):
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

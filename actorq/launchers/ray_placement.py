@@ -1,0 +1,389 @@
+"""The ``ray`` placement: every role a Ray actor on a cluster (``actorq train --launcher ray``).
+
+:meth:`RayPlacement.open` joins ``ray.address`` (``--ray-address``, else ``$RAY_ADDRESS``) or starts a local cluster
+that :meth:`RayPlacement.close` stops. Each role is one :class:`~actorq.launchers.ray_role.RoleActor` with declared
+resources: the learner 1 CPU plus ``ray.learner_gpus`` GPUs, each actor ``actor.threads`` CPUs, replay, quantizer
+and evaluator none (they mostly wait). When some node advertises ``ray.learner_resource`` (``learner_host``),
+replay, learner, quantizer and evaluator ask a sliver of it and so land on such nodes; actors likewise on
+``ray.actor_resource`` (``actor_host``) nodes; with no such node Ray places freely.
+
+Ray restarts actors, the quantizer and the evaluator (``ray.max_restarts``) on any node that fits; replay and the
+learner are never restarted (a dead one ends the run, as with the local launcher's learner; continue it with
+``actorq train --resume``). Restarts are read from Ray's actor table (and pid changes), so ``summary.json`` counts
+them as the local launcher counts its own. Stopping kills every actor this placement made (``no_restart``) and
+shuts down a cluster it started: nothing of the run is left.
+
+Ray is imported only here and in the role actors, lazily: ``import actorq.launchers`` works without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from actorq.config import to_dict
+from actorq.launchers.placement import Placement, RunContext
+from actorq.launchers.topology import RoleSpec
+from actorq.roles.common import EXIT_FAILED, learner_environment
+from actorq.status import RoleStatus, StatusError, from_dict
+
+log = logging.getLogger(__name__)
+
+RESTARTED_BY_RAY = ("actor", "quantizer", "evaluator")
+"""Roles Ray restarts (``ray.max_restarts``). Replay keeps no fixed node or port under Ray, and a dead learner ends
+every launcher's run."""
+SLIVER = 0.001
+"""How much of a placement resource (learner_host, actor_host) one role asks: any number of roles fit a node that
+advertises 1, and only such nodes."""
+LOCAL_OBJECT_STORE_BYTES = 100 * 1024 * 1024
+"""Object store of a local cluster the run starts: roles pass only small records through Ray."""
+EXIT_KILLED = -9
+"""Exit status reported for a role that had to be killed (it did not stop within the grace period)."""
+CALL_TIMEOUT_S = 10.0
+"""How long a question to a role actor (address, where) may take before the placement gives up on it."""
+STATUS_WAIT_S = 0.05
+"""How long :meth:`RayPlacement.status` waits for a role's answer to a new question (a live role answers in about a
+millisecond) before returning the last record it has."""
+TABLE_POLL_S = 1.0
+"""How often restarts are read from Ray's actor table per role."""
+
+
+class RayLauncherError(RuntimeError):
+    """Ray is missing, or the cluster cannot be joined or started; the message says how to fix it."""
+
+
+def import_ray():
+    """The ``ray`` module, or a clear error naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise RayLauncherError(
+            "--launcher ray needs Ray: pip install 'actorq[ray]' (ray==2.48.0, the newest that works with "
+            "protobuf 3.19.6)"
+        ) from None
+    return ray
+
+
+@dataclass
+class _Role:
+    """A role actor this placement made, and what the placement last learned about it."""
+
+    spec: RoleSpec
+    handle: Any
+    actor_id: str
+    final: int | None = None
+    exit_ref: Any = None
+    status_ref: Any = None
+    last: RoleStatus | None = None
+    where: dict[str, Any] | None = None
+    pids: tuple[int, ...] = ()
+    table_restarts: int = 0
+    table_read: float = 0.0
+
+
+class RayPlacement(Placement):
+    """Roles as Ray actors; Ray restarts the restartable ones itself."""
+
+    name: ClassVar[str] = "ray"
+    restarts_itself: ClassVar[bool] = True
+    roles_report_cpu: ClassVar[bool] = True
+
+    def __init__(self, run: RunContext):
+        super().__init__(run)
+        self.ray = None
+        self.roles: dict[str, _Role] = {}
+        self.started_cluster = False
+        self.cluster_address = ""
+        self._actor_class = None
+        self._placing: dict[str, dict[str, float]] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Join ``ray.address`` / ``$RAY_ADDRESS``, or start a local cluster for this run.
+
+        Raises:
+            RayLauncherError: Ray is not installed, or the cluster cannot be reached or started.
+        """
+        ray = self.ray = import_ray()
+        config = self.run.config
+        address = config.ray.address or os.environ.get("RAY_ADDRESS", "")
+        # The driver's and the roles' logs stay in their files; Ray streaming worker output here would interleave
+        # with the live view.
+        common = {"log_to_driver": False, "namespace": f"actorq-{os.getpid()}"}
+        # ray.init replaces SIGTERM's handler with sys.exit; the supervisor's (stop the roles in order) must stay.
+        sigterm = signal.getsignal(signal.SIGTERM)
+        try:
+            if address:
+                log.info("joining the Ray cluster at %s", address)
+                context = ray.init(address=address, **common)
+            else:
+                needed = 1 + config.actor.num_actors * config.actor.threads
+                temp_dir = config.ray.temp_dir or None
+                context = ray.init(
+                    # "local": a new cluster even when another runs on this host (no address would join that)
+                    address="local",
+                    num_cpus=max(os.cpu_count() or 1, needed),
+                    include_dashboard=False,
+                    object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                    _temp_dir=temp_dir,
+                    **common,
+                )
+                self.started_cluster = True
+                log.info("started a local Ray cluster for this run")
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise RayLauncherError(
+                f"cannot {'join the Ray cluster at ' + address if address else 'start a local Ray cluster'}: "
+                f"{exc}; check the address (ray status on the head) or leave --ray-address out for a local one"
+            ) from None
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, sigterm)
+        self.cluster_address = getattr(context, "address_info", {}).get("gcs_address", address)
+        self._actor_class = ray.remote(_role_actor_class())
+        self._placing = self._placement_resources()
+
+    def _placement_resources(self) -> dict[str, dict[str, float]]:
+        """Custom resources each side asks, for the placement resources some node of the cluster advertises."""
+        advertised = self.ray.cluster_resources()
+        out: dict[str, dict[str, float]] = {"learner": {}, "actor": {}}
+        for side, name in (
+            ("learner", self.run.config.ray.learner_resource),
+            ("actor", self.run.config.ray.actor_resource),
+        ):
+            if advertised.get(name, 0) > 0:
+                out[side] = {name: SLIVER}
+            else:
+                log.info("no node advertises %s: Ray places the %s side's roles freely", name, side)
+        return out
+
+    def _options(self, spec: RoleSpec) -> dict[str, Any]:
+        """Ray actor options for one role: resources, restarts, environment (never the weights key)."""
+        config = self.run.config
+        env = {
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "PYTHONUNBUFFERED": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+        side = "actor" if spec.role == "actor" else "learner"
+        options: dict[str, Any] = {
+            "max_concurrency": 4,  # status/stop/where answer while the loop runs
+            "max_restarts": config.ray.max_restarts if spec.role in RESTARTED_BY_RAY else 0,
+            "resources": dict(self._placing.get(side, {})),
+            "num_cpus": 0,
+        }
+        if spec.role == "actor":
+            options["num_cpus"] = config.actor.threads
+        elif spec.role == "learner":
+            env.update(learner_environment(config))  # TF reads it when it loads: before the worker imports it
+            options["num_cpus"] = 1
+            options["num_gpus"] = config.ray.learner_gpus
+        options["runtime_env"] = {"env_vars": env}
+        return options
+
+    def start(self, spec: RoleSpec, address: str) -> None:
+        if spec.label in self.roles and self.roles[spec.label].final is None:
+            raise RuntimeError(f"{spec.label} is already running under Ray")
+        run = self.run
+        port = run.config.replay.port or 0
+        handle = self._actor_class.options(**self._options(spec)).remote(
+            spec.role,
+            spec.label,
+            to_dict(run.config),
+            str(run.run_dir.resolve()),
+            address or None,
+            spec.index,
+            port,
+            str(run.weights_key_file.resolve()) if run.weights_key_file else None,
+            run.weights_key_file is None,
+        )
+        self.roles[spec.label] = _Role(spec, handle, handle._actor_id.hex())
+        log.debug("started %s as Ray actor %s", spec.label, self.roles[spec.label].actor_id)
+
+    def wait_replay(self, spec: RoleSpec, timeout_s: float) -> str:
+        """Replay's NODE_IP:PORT, asked of the replay actor once its server serves (its constructor returned)."""
+        ray = self.ray
+        role = self.roles[spec.label]
+        try:
+            return ray.get(role.handle.address.remote(), timeout=timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise RuntimeError(
+                f"replay did not serve within {timeout_s:.0f}s under Ray (no node with the resources it asks, or "
+                f"a slow start): see `ray status` and {self.run.run_dir / 'logs' / 'replay.log'}"
+            ) from None
+        except ray.exceptions.RayActorError as exc:
+            role.final = EXIT_FAILED
+            raise RuntimeError(f"replay failed to start under Ray: {exc}") from None
+
+    def exit_code(self, label: str) -> int | None:
+        role = self.roles[label]
+        if role.final is not None:
+            return role.final
+        ray = self.ray
+        if role.exit_ref is None:
+            role.exit_ref = role.handle.exit_status.remote()
+        ready, _ = ray.wait([role.exit_ref], timeout=0)
+        if not ready:
+            return None
+        ref, role.exit_ref = role.exit_ref, None
+        try:
+            code = ray.get(ref)
+        except ray.exceptions.ActorUnavailableError:
+            return None  # being restarted by Ray
+        except ray.exceptions.RayActorError as exc:  # ActorDiedError: out of restarts, or not restartable
+            log.warning("%s is dead for good under Ray: %s", label, str(exc).splitlines()[0])
+            role.final = EXIT_FAILED
+            return role.final
+        if code is not None:
+            role.final = int(code)
+        return role.final
+
+    def restarts(self, label: str) -> int:
+        """Ray's restart count of the role's actor (its actor table), or the pid changes seen, whichever is more."""
+        role = self.roles[label]
+        now = time.monotonic()
+        if now - role.table_read >= TABLE_POLL_S:
+            role.table_read = now
+            role.table_restarts = max(role.table_restarts, _table_restarts(self.ray, role.actor_id))
+        return max(role.table_restarts, max(len(role.pids) - 1, 0))
+
+    def stop(self, labels: list[str], grace_s: float) -> dict[str, int | None]:
+        ray = self.ray
+        pending = {}
+        for label in labels:
+            role = self.roles.get(label)
+            if role is not None and self.exit_code(label) is None:
+                pending[label] = role.handle.stop.remote(grace_s)
+        if pending:
+            ray.wait(list(pending.values()), num_returns=len(pending), timeout=grace_s + 2.0)
+        codes: dict[str, int | None] = {}
+        for label in labels:
+            role = self.roles.get(label)
+            if role is None:
+                codes[label] = None
+                continue
+            ref = pending.get(label)
+            if ref is not None:
+                ready, _ = ray.wait([ref], timeout=0)
+                if not ready:
+                    log.warning("%s did not stop within %.0fs; killing its Ray actor", label, grace_s)
+                    role.final = EXIT_KILLED
+                else:
+                    try:
+                        role.final = int(ray.get(ref))
+                        self._take_final_record(role)  # the record it wrote as it stopped, for the summary
+                    except ray.exceptions.RayActorError:
+                        role.final = EXIT_FAILED
+            # The worker process of a stopped role would otherwise idle on: kill it (and tell Ray not to restart).
+            ray.kill(role.handle, no_restart=True)
+            codes[label] = role.final
+        return codes
+
+    def _take_final_record(self, role: _Role) -> None:
+        ready, _ = self.ray.wait([role.handle.status.remote()], timeout=CALL_TIMEOUT_S)
+        if ready:
+            self._take_record(role, ready[0])
+
+    def close(self) -> None:
+        """Kill every actor this placement made; stop the cluster if this run started it."""
+        ray = self.ray
+        if ray is None:
+            return
+        for role in self.roles.values():
+            try:
+                ray.kill(role.handle, no_restart=True)
+            except Exception as exc:  # already gone, or the cluster went away
+                log.debug("ray.kill %s: %s", role.spec.label, exc)
+        ray.shutdown()
+        self.ray = None
+
+    # -- observation -----------------------------------------------------------------------------------------
+    def status(self, label: str) -> RoleStatus | None:
+        """The role's latest record, asked of its actor (at most one question in flight per role); once the role
+        ended (or the placement closed), its last record."""
+        role = self.roles.get(label)
+        if role is None:
+            return None
+        if self.ray is None or role.final is not None:
+            return role.last
+        ray = self.ray
+        # A question still unanswered (the role is starting, busy or being restarted) is not waited on again: the
+        # supervisor asks every role several times per poll, and must not stall behind one.
+        wait_s = 0.0
+        if role.status_ref is None:
+            role.status_ref, wait_s = role.handle.status.remote(), STATUS_WAIT_S
+        ready, _ = ray.wait([role.status_ref], timeout=wait_s)
+        if ready:
+            ref, role.status_ref = role.status_ref, None
+            self._take_record(role, ref)
+        return role.last
+
+    def _take_record(self, role: _Role, ref: Any) -> None:
+        """Parse a finished status answer into ``role.last`` (and note a new worker pid)."""
+        try:
+            role.last = from_dict(self.ray.get(ref))
+        except self.ray.exceptions.RayActorError:
+            return  # restarting or dead: exit_code() says which; keep the last record
+        except StatusError as exc:
+            log.warning("ignoring %s's status record: %s", role.spec.label, exc)
+            return
+        if role.last.pid not in role.pids:
+            role.pids += (role.last.pid,)  # a new worker process: Ray started or restarted the role
+            self._ask_where(role)
+
+    def _ask_where(self, role: _Role) -> None:
+        """Ask the role's worker where it runs (after its start and each restart)."""
+        try:
+            role.where = self.ray.get(role.handle.where.remote(), timeout=CALL_TIMEOUT_S)
+        except Exception as exc:  # restarting, dead or slow: keep what we last knew
+            log.debug("where %s: %s", role.spec.label, exc)
+
+    def where(self, label: str) -> str:
+        """``node <ip> (<node id>) pid <pid>`` of the role's current (or last) worker."""
+        role = self.roles.get(label)
+        if role is None:
+            return "-"
+        stale = role.where is None or (role.pids and role.where["pid"] != role.pids[-1])
+        if stale and self.ray is not None and role.final is None:
+            self._ask_where(role)
+        if role.where is None:
+            return "-"
+        w = role.where
+        return f"node {w['node_ip']} ({w['node_id'][:8]}) pid {w['pid']}"
+
+    def log_path(self, label: str) -> Path | None:
+        """The role's console log (written on the role's host: here when the run directory is shared)."""
+        return self.run.run_dir / "logs" / f"{label}.log"
+
+    def summary_extra(self) -> dict[str, Any]:
+        return {
+            "ray": {
+                "cluster": self.cluster_address,
+                "started_cluster": self.started_cluster,
+                "nodes": {label: dict(role.where) for label, role in self.roles.items() if role.where},
+            }
+        }
+
+
+def _role_actor_class():
+    from actorq.launchers.ray_role import RoleActor
+
+    return RoleActor
+
+
+def _table_restarts(ray: Any, actor_id: str) -> int:
+    """Restarts of an actor in Ray's actor table (GCS); 0 when it cannot be read."""
+    try:
+        # ray.util.state needs the dashboard, which a run's local cluster leaves off; the GCS actor table does not
+        # (ray is pinned to 2.48.0, whose table has this field).
+        entry = ray._private.state.actors(actor_id=actor_id)
+        return int(entry.get("NumRestarts", 0))
+    except Exception as exc:
+        log.debug("actor table for %s: %s", actor_id, exc)
+        return 0
