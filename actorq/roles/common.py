@@ -15,6 +15,7 @@ from pathlib import Path
 
 from actorq.config import ExperimentConfig
 from actorq.metrics import MetricsWriter
+from actorq.roles.health import heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -127,12 +128,18 @@ class RoleBase:
     def write_metrics(self) -> None:
         """Write one metrics row (roles override)."""
 
+    def health_port(self) -> int | None:
+        """The port a container health check must find open (replay's); None for roles that serve nothing."""
+        return None
+
     def run(self, stop: threading.Event) -> None:
         try:
+            heartbeat(self.name, self.config.log_period_s, self.health_port())
             while not stop.is_set():
                 self.step()
                 if self._log_timer.due():
                     self.write_metrics()
+                    heartbeat(self.name, self.config.log_period_s, self.health_port())
         finally:
             self.write_metrics()
             self.close()
