@@ -48,7 +48,8 @@ def unusable_reason() -> str | None:
     except subprocess.TimeoutExpired:
         return "docker info timed out: the daemon does not answer"
     if info.returncode != 0 or not info.stdout.strip():
-        return f"no reachable Docker daemon ({(info.stderr or info.stdout).strip().splitlines()[-1:]})"
+        said = (info.stderr or info.stdout).strip().splitlines()
+        return f"no reachable Docker daemon ({said[-1] if said else f'docker info exit {info.returncode}'})"
     if compose_tool() is None:
         return "docker is installed without a compose tool (docker-compose or the compose plugin)"
     return None
@@ -72,7 +73,8 @@ def ensure_base_image() -> str:
     if pulled.returncode == 0:
         return "pulled"
     seconds = stand_in_base.build()
-    return f"stand-in built in {seconds:.0f} s (no registry: {pulled.stderr.strip().splitlines()[-1:]})"
+    said = pulled.stderr.strip().splitlines()
+    return f"stand-in built in {seconds:.0f} s (pull failed: {said[-1] if said else pulled.returncode})"
 
 
 def build_worker_image(timeout_s: float = 1800) -> float:
