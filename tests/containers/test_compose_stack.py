@@ -95,8 +95,8 @@ def test_compose_stack_trains_restarts_and_leaves_nothing(images, tmp_path):
         wait_until(lambda: _last(run_dir, "replay", "inserts") > 0, 120, "experience in replay")
         wait_until(lambda: _last(run_dir, "learner", "step") > 0, 120, "learner steps")
 
-        # An actor container dies (its init process SIGKILLed, as by the OOM killer): it restarts with index 1
-        # and continues its step count.
+        # An actor container dies (its init process SIGKILLed, as by the OOM killer): it restarts, and the new
+        # process is actor 1 again (its log line), applies weights and continues actor_1's step count.
         before = stack.state("actor-1")
         steps_before = _last(run_dir, "actor_1", "step")
         os.kill(before["Pid"], 9)
@@ -105,7 +105,6 @@ def test_compose_stack_trains_restarts_and_leaves_nothing(images, tmp_path):
             120,
             "actor-1 to be restarted by its restart policy",
         )
-        assert stack.state("actor-1")["Args"][-3:] == before["Args"][-3:]  # ... "--index", "1", num_actors
         wait_until(
             lambda: stack.logs("actor-1").count("actor 1: weights v") >= 2,
             300,
