@@ -75,7 +75,7 @@ test-avx2: $(STAMP)
 	fi
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not gpu and not slow and not integration and not reverb and not faults" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not gpu and not slow and not integration and not reverb and not faults and not docker" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check actorq launch tests

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from actorq.config import ExperimentConfig
 from actorq.metrics import MetricsWriter
+from actorq.roles.health import heartbeat
 from actorq.status import RoleStatus, read_status, write_status
 
 log = logging.getLogger(__name__)
@@ -175,12 +176,19 @@ class RoleBase:
         write_status(self.dir, self.status_record())
 
     def report(self) -> None:
-        """One metrics row (for people) and the status record (for the supervisor)."""
+        """One metrics row (for people), the status record (for the supervisor) and, in a container, the heartbeat
+        its health check reads."""
         self.write_metrics()
         self.publish_status()
+        heartbeat(self.name, self.config.log_period_s, self.health_port())
+
+    def health_port(self) -> int | None:
+        """The port a container health check must find open (replay's); None for roles that serve nothing."""
+        return None
 
     def run(self, stop: threading.Event) -> None:
         try:
+            heartbeat(self.name, self.config.log_period_s, self.health_port())
             while not stop.is_set():
                 self.step()
                 if self._log_timer.due():

@@ -43,6 +43,9 @@ class ReplayRole(RoleBase):
         info = self._client.server_info(timeout=5)
         return " ".join(f"{name}={int(table.current_size)}" for name, table in sorted(info.items()))
 
+    def health_port(self) -> int | None:
+        return self.port
+
     def step(self) -> None:
         time.sleep(0.5)
         period = self.config.learner.checkpoint_period_s

@@ -1,10 +1,11 @@
 """docker/: the images install the project's pins, and compose starts a consistent topology.
 
-There is no Docker engine in CI, so this checks what can be checked without one: the Dockerfiles install from
-requirements.lock with the same TensorFlow as the CPU stack (the learner's GPU build swaps only the package name),
-and every compose service's command is a valid ``actorq role`` command line (parsed by the real CLI parser) that
-agrees with the others on the replay address, actor indices and actor count. ``docker compose config`` runs too
-where a compose tool is installed (see docker/README.md for validating with one).
+What can be checked without a Docker engine: the Dockerfiles install from requirements.lock with the same TensorFlow
+as the CPU stack (the learner's GPU build swaps only the package name), run as an unprivileged user with a health
+check, and every compose service's command is a valid ``actorq role`` command line (parsed by the real CLI parser)
+that agrees with the others on the replay address, actor indices and actor count; with docker/compose.cpu.yaml no
+service asks for a GPU. ``docker-compose config`` runs too where a compose tool is installed. Building the images
+and running the stack is tests/containers (marker ``docker``).
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def test_compose_services_run_a_consistent_topology(compose):
 
     replay = next(n for n, a in parsed.items() if a.role == "replay")
     port = parsed[replay].port
-    assert str(port) in " ".join(services[replay]["healthcheck"]["test"])
+    # The health check reads the port from replay's heartbeat (actorq/roles/health.py) and connects to it.
+    assert services[replay]["healthcheck"]["test"] == ["CMD", "python", "-m", "actorq.roles.health"]
     for name, args in parsed.items():
         config = load_config(ROOT / args.config, args.overrides)  # the default config exists and is valid
         if name == replay:
@@ -123,25 +125,81 @@ def test_compose_services_run_a_consistent_topology(compose):
     assert indices == list(range(len(indices))) and len(indices) >= 1, "actor indices must be 0..N-1, unique"
 
 
+def _gpu(svc: dict) -> bool:
+    devices = svc.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
+    return svc.get("runtime") == "nvidia" or any("gpu" in d.get("capabilities", []) for d in devices)
+
+
 def test_only_the_learner_gets_a_gpu(compose):
     for name, svc in compose["services"].items():
-        devices = svc.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
-        gpu = any("gpu" in d.get("capabilities", []) for d in devices)
         if svc["command"][0] == "learner":
-            assert gpu and svc["image"].startswith("actorq-learner")
+            assert _gpu(svc) and svc["image"].startswith("actorq-learner")
             assert svc["build"]["dockerfile"] == "docker/Dockerfile.learner"
+            # Through the runtime, a scalar an override file can replace (compose v1 cannot remove a `deploy`).
+            assert "deploy" not in svc
         else:
-            assert not gpu and svc["image"].startswith("actorq-worker"), name
+            assert not _gpu(svc) and svc["image"].startswith("actorq-worker"), name
             assert svc["environment"]["NVIDIA_VISIBLE_DEVICES"] == "", name
 
 
+def _merge(base: dict, override: dict) -> dict:
+    """Compose's override rule for what compose.cpu.yaml uses: mappings merge key by key, scalars are replaced."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = (
+            _merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+        )
+    return out
+
+
+def test_cpu_override_runs_the_learner_from_the_worker_image_without_a_gpu(compose):
+    override = yaml.safe_load((DOCKER / "compose.cpu.yaml").read_text())
+    merged = _merge(compose, override)
+    assert set(merged["services"]) == set(compose["services"])
+    for name, svc in merged["services"].items():
+        assert not _gpu(svc), f"{name} still asks for a GPU with compose.cpu.yaml"
+        assert svc["image"] == "actorq-worker:latest", name
+        assert svc["environment"]["NVIDIA_VISIBLE_DEVICES"] == "", name
+    assert merged["services"]["learner"]["build"]["dockerfile"] == "docker/Dockerfile.worker"
+    assert merged["services"]["learner"]["command"] == compose["services"]["learner"]["command"]
+
+
+@pytest.mark.parametrize("name", ["Dockerfile.worker", "Dockerfile.learner"])
+def test_images_run_unprivileged_with_a_health_check_and_a_clean_pip_check(name):
+    ins = _instructions(name)
+    ops = [op for op, _ in ins]
+    users = [arg for op, arg in ins if op == "USER"]
+    assert users and users[-1] not in ("root", "0"), f"{name} must end as an unprivileged user"
+    assert ops.index("USER") > max(i for i, op in enumerate(ops) if op == "RUN"), "USER after the last RUN"
+    health = [arg for op, arg in ins if op == "HEALTHCHECK"]
+    assert health and health[-1].endswith('CMD ["python", "-m", "actorq.roles.health"]'), name
+    env = " ".join(arg for op, arg in ins if op == "ENV")
+    assert "ACTORQ_HEALTH_FILE=" in env, f"{name}: roles write their heartbeat only where the variable is set"
+    runs = [arg for op, arg in ins if op == "RUN"]
+    assert "pip check" in runs[-1], f"{name}: the last install step must end with `pip check`"
+    for arg in runs:
+        if "pip install" in arg:
+            assert "--no-cache-dir" in arg, f"{name}: pip's cache would stay in the layer"
+        if "apt-get install" in arg:
+            assert "rm -rf /var/lib/apt/lists/*" in arg, f"{name}: apt's lists would stay in the layer"
+
+
+def _ignore_rules(path: Path) -> list[str]:
+    return [line for line in path.read_text().split("\n") if line.strip() and not line.startswith("#")]
+
+
 def test_build_contexts_ignore_everything_the_images_do_not_copy():
+    # BuildKit reads docker/<Dockerfile>.dockerignore, the classic builder and docker-compose v1 the root one.
+    root_rules = _ignore_rules(ROOT / ".dockerignore")
     for name in ("Dockerfile.worker", "Dockerfile.learner"):
-        ignore = (DOCKER / f"{name}.dockerignore").read_text().split()
-        assert "*" in ignore
+        rules = _ignore_rules(DOCKER / f"{name}.dockerignore")
+        assert rules == root_rules, f"{name}.dockerignore and .dockerignore disagree"
+        assert rules[0] == "*"
         for op, arg in _instructions(name):
             for path in shlex.split(arg)[:-1] if op == "COPY" else []:
-                assert f"!{path}" in ignore, f"{name} copies {path} but its .dockerignore leaves it out"
+                assert f"!{path}" in rules, f"{name} copies {path} but its .dockerignore leaves it out"
+    for kept_out in (".venv", "runs", "reports", ".git"):
+        assert f"!{kept_out}" not in root_rules
 
 
 @pytest.mark.skipif(
@@ -149,15 +207,16 @@ def test_build_contexts_ignore_everything_the_images_do_not_copy():
 )
 def test_compose_tool_accepts_the_file():
     tool = [shutil.which("docker-compose")] if shutil.which("docker-compose") else ["docker", "compose"]
-    result = subprocess.run(
-        [*tool, "-f", str(DOCKER / "compose.yaml"), "config", "-q"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if tool[0].endswith("docker") and "unknown" in (result.stderr + result.stdout):
-        pytest.skip("docker is installed without the compose plugin")
-    assert result.returncode == 0, result.stderr
+    for files in (["compose.yaml"], ["compose.yaml", "compose.cpu.yaml"]):
+        result = subprocess.run(
+            [*tool, *(a for f in files for a in ("-f", str(DOCKER / f))), "config", "-q"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if tool[0].endswith("docker") and "unknown" in (result.stderr + result.stdout):
+            pytest.skip("docker is installed without the compose plugin")
+        assert result.returncode == 0, f"{files}: {result.stderr}"
 
 
 def test_weights_key_is_a_docker_secret_and_nothing_is_published(compose):
