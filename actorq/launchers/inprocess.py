@@ -4,7 +4,10 @@ placements, driven by the same :class:`~actorq.launchers.supervisor.Supervisor`.
 
 Threads cannot be killed: a stop sets the role's stop event and waits for its thread (at least
 :data:`JOIN_TIMEOUT_S`); a role that raised counts as exited with status 1, and its error goes into summary.json
-(``errors``), with the order roles ended (``role_end_order``) and any thread still alive after the stop.
+(``errors``), with the order roles ended (``role_end_order``) and any thread still alive after the stop. For the same
+reason, run it without a samples-per-insert limit (``replay.samples_per_insert=0``): once the learner has stopped,
+an actor's write held by the rate limiter cannot be interrupted, and the process can only end by aborting (the
+multi-process launchers end such a role's process instead).
 """
 
 from __future__ import annotations
