@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 RUN_DIR ?= runs/make-run-$(shell date +%Y%m%d-%H%M%S)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-avx2 test-fast lint format bench reproduce venv clean help
+.PHONY: run test test-avx2 test-fast lint format bench reproduce reproduce-qat venv clean help
 
 help:
 	@echo "make run        train DQN (3x2048) on CartPole-v1 with int8 actors to return 195 (<= 10 min), print the summary"
@@ -20,6 +20,7 @@ help:
 	@echo "make lint       ruff check + format check"
 	@echo "make bench      quick benchmarks and the report into runs/bench (BENCH_OUT=... to choose)"
 	@echo "make reproduce  the paper's experiments (hours)"
+	@echo "make reproduce-qat  QuaRL Fig. 1 analogue: fp32 vs PTQ vs QAT to convergence (resumable; ~2 CPU-hours)"
 
 venv: $(STAMP)
 
@@ -104,6 +105,15 @@ reproduce: $(STAMP)
 	done
 	$(VENV)/bin/actorq bench acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --out $(REPRODUCE_OUT)/acme-baseline
 	$(VENV)/bin/actorq report $(REPRODUCE_OUT)/* --out $(REPRODUCE_OUT)/report
+
+# fp32 vs PTQ vs QAT to convergence (issue 22): two workers on disjoint pairs, each skipping finished cells,
+# then the report; the JSON records and report live in reports/studies/qat_convergence (committed).
+QAT_OUT ?= reports/studies/qat_convergence
+reproduce-qat: $(STAMP)
+	OMP_NUM_THREADS=1 nice -n 10 $(PY) -m actorq.studies.cli qat-study --out $(QAT_OUT) --pairs ppo_CartPole-v1,a2c_CartPole-v1 & pid=$$!; \
+	OMP_NUM_THREADS=1 nice -n 10 $(PY) -m actorq.studies.cli qat-study --out $(QAT_OUT) --pairs ddpg_Pendulum-v1 || exit 1; \
+	wait $$pid
+	$(PY) -m actorq.studies.cli qat-study --out $(QAT_OUT) --report-only
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache .hypothesis

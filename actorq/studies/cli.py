@@ -328,7 +328,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     )
     qs.add_argument("--out", default="reports/studies/qat_convergence", help="records/ and report.md go here")
     qs.add_argument("--pairs", default="ppo_CartPole-v1,a2c_CartPole-v1,ddpg_Pendulum-v1", help="comma list")
-    qs.add_argument("--bits", default="8,6,4,2,5,3", help="QAT/PTQ bit widths, in the order they are run")
+    qs.add_argument("--bits", default="4,2,8,6,5,3", help="QAT/PTQ bit widths, in the order they are run")
     qs.add_argument("--seeds", type=positive_int, default=3, help="training seeds per cell")
     qs.add_argument("--episodes", type=positive_int, default=30, help="evaluation episodes per policy")
     qs.add_argument("--shard", default="0/1", help="i/n: run every n-th missing cell from the i-th")
