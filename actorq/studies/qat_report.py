@@ -98,7 +98,10 @@ def summarize(recs: dict[str, dict[int, dict[str, Any]]], bits: list[int], seed:
 
 
 def lowest_within(rows: list[dict[str, Any]], key: str) -> int | None:
-    """Lowest bit width whose E% (and every wider measured width's) is <= 5; None if 8 bits already fails."""
+    """Lowest measured bit width whose E% (and every wider measured width's) is <= 5.
+
+    Returns None when the widest measured width already fails, or when nothing is measured.
+    """
     best = None
     for row in sorted(rows, key=lambda r: -r["bits"]):
         cell = row.get(key)
@@ -115,6 +118,16 @@ def _fmt(cell: dict[str, Any] | None) -> str:
         return "(missing)"
     lo, hi = cell["ci"]
     return f"{cell['mean']:.1f} [{lo:.1f}, {hi:.1f}] (n={cell['seeds']})"
+
+
+def _low(bits: int | None, rows: list[dict[str, Any]], key: str) -> str:
+    measured = [r["bits"] for r in rows if r.get(key) is not None]
+    if not measured:
+        return "not measured yet"
+    if bits is None:
+        return f"none ({max(measured)} bits already fails)"
+    gaps = sorted(set(qat_study.BITS) - set(measured), reverse=True)
+    return f"{bits} bits" + (f" (not measured: {', '.join(map(str, gaps))})" if gaps else "")
 
 
 def table_markdown(pair: str, s: dict[str, Any], steps: int) -> str:
@@ -149,9 +162,28 @@ def table_markdown(pair: str, s: dict[str, Any], steps: int) -> str:
     low = s["lowest_within"]
     lines += [
         "",
-        "Lowest bit width within 5% of fp32 (this and every wider width): "
-        + ", ".join(f"{METHODS[k]} {low[k] if low[k] is not None else 'none (8 fails)'}" for k in METHODS),
+        "Lowest measured bit width within 5% of fp32 (E% <= 5 there and at every wider measured width): "
+        + ", ".join(f"{METHODS[k]} {_low(low[k], s['rows'], k)}" for k in METHODS),
     ]
+    return "\n".join(lines) + "\n"
+
+
+def coverage_markdown(out: Path, pairs: list[str], bits: list[int], seeds: int) -> str:
+    """Which cells have a record: finished seeds out of ``seeds`` per pair and column."""
+    cols = ["fp32", *(f"qat{b}" for b in sorted(bits, reverse=True))]
+    lines = [
+        "Cells finished (training seeds with a record / asked; fp32 includes PTQ at every width):",
+        "",
+        "| pair | " + " | ".join(cols) + " |",
+        "|---" * (len(cols) + 1) + "|",
+    ]
+    for p in pairs:
+        pair = qat_study.PAIRS[p]
+        done = []
+        for c in cols:
+            b = None if c == "fp32" else int(c[3:])
+            done.append(sum(qat_study.record_path(out, pair, b, s).exists() for s in range(seeds)))
+        lines.append(f"| {p} | " + " | ".join(f"{d}/{seeds}" for d in done) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -228,12 +260,7 @@ def render(
     names = pairs or list(qat_study.PAIRS)
     summary = {p: summarize(recs.get(p, {}), bit_list) for p in names}
     parts = ["# QAT vs PTQ vs fp32 to convergence (QuaRL Figure 1 analogue), generated tables\n"]
-    missing = [
-        str(qat_study.record_path(out, qat_study.PAIRS[p], b, s).relative_to(out))
-        for p, b, s in ((c[0].key, c[1], c[2]) for c in qat_study.cells([qat_study.PAIRS[n] for n in names], bit_list, seeds))
-        if not qat_study.record_path(out, qat_study.PAIRS[p], b, s).exists()
-    ]  # fmt: skip
-    parts.append(f"Missing cells ({len(missing)}): {', '.join(missing) if missing else 'none'}\n")
+    parts.append(coverage_markdown(out, names, bit_list, seeds))
     parts.append(deploy_markdown(recs))
     for p in names:
         parts.append(table_markdown(p, summary[p], qat_study.PAIRS[p].steps))
