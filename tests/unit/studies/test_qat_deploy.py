@@ -124,7 +124,7 @@ def test_study_grid_resumes_and_reports(tmp_path: Path, monkeypatch: pytest.Monk
     assert len(rec["qat_deployed"]) == 2 and rec["curve"]
     assert qat_study.run_grid(tmp_path, bits=[8], seeds=1, episodes=2) == []  # finished cells are skipped
     report = qat_report.render(tmp_path, bits=[8], seeds=1).read_text()
-    assert "Missing cells (0)" in report and "| 8 |" in report
+    assert f"| {tiny.key} | 1/1 | 1/1 |" in report and "| 8 |" in report  # coverage: fp32 and qat8 done
     assert (tmp_path / f"sweet_spot_{tiny.key}.png").exists()
     with pytest.raises(ValueError, match="unknown pairs"):
         qat_study.run_grid(tmp_path, pairs=["nope"])
