@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 RUN_DIR ?= runs/make-run-$(shell date +%Y%m%d-%H%M%S)
 PYTEST_ARGS ?=
 
-.PHONY: run test test-avx2 test-fast lint format bench reproduce reproduce-cpu venv clean help
+.PHONY: run test test-avx2 test-fast lint format bench reproduce reproduce-cpu reproduce-qat venv clean help
 
 help:
 	@echo "make run        train DQN (3x2048) on CartPole-v1 with int8 actors to return 195 (<= 10 min), print the summary"
@@ -22,6 +22,7 @@ help:
 	@echo "make reproduce  the paper's experiments (hours)"
 	@echo "make reproduce-cpu  issue 20's Table 2 on this CPU: 3 tasks x fp32/fp16/int8 x 5 seeds x 2 samples-per-insert"
 	@echo "                (~16 h, resumable); REPRODUCE_SUBSET=1: CartPole-v1 only, spi 1 (~75 min)"
+	@echo "make reproduce-qat  QuaRL Fig. 1 analogue: fp32 vs PTQ vs QAT to convergence (resumable; ~2 CPU-hours)"
 
 venv: $(STAMP)
 
@@ -144,6 +145,15 @@ reproduce-cpu: $(STAMP)
 	[ $$status -eq 130 ] && { echo "interrupted: run the same make command again to resume"; exit 130; }; \
 	$(VENV)/bin/actorq report $$tasks --out $(REPRODUCE_CPU_OUT)/report || exit $$?; \
 	exit $$status
+# fp32 vs PTQ vs QAT to convergence (issue 22): two workers on disjoint pairs, each skipping finished cells,
+# then the report (CartPole runs 2 bits first: its PTQ holds fp32 down to 3-4 bits, so 2 is where QAT can differ);
+# the JSON records and report live in reports/studies/qat_convergence (committed).
+QAT_OUT ?= reports/studies/qat_convergence
+reproduce-qat: $(STAMP)
+	OMP_NUM_THREADS=1 nice -n 10 $(PY) -m actorq.studies.cli qat-study --out $(QAT_OUT) --pairs ppo_CartPole-v1,a2c_CartPole-v1 --bits 2,4,8,6,5,3 & pid=$$!; \
+	OMP_NUM_THREADS=1 nice -n 10 $(PY) -m actorq.studies.cli qat-study --out $(QAT_OUT) --pairs ddpg_Pendulum-v1 || exit 1; \
+	wait $$pid
+	$(PY) -m actorq.studies.cli qat-study --out $(QAT_OUT) --report-only
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache .hypothesis

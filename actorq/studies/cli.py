@@ -190,6 +190,21 @@ def cmd_mixed_precision(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_qat_study(a: argparse.Namespace) -> int:
+    from actorq.studies import qat_report, qat_study
+
+    pairs = _names(a.pairs, tuple(qat_study.PAIRS), "--pairs")
+    bits = [_bit_width(b) for b in _names(a.bits, [str(b) for b in qat_study.BITS], "--bits")]
+    i, _, n = a.shard.partition("/")
+    if not (i.isdigit() and n.isdigit() and int(i) < int(n)):
+        raise _fail(f"--shard {a.shard!r}: give i/n with 0 <= i < n, e.g. 0/2")
+    _threads(a.threads)
+    if not a.report_only:
+        qat_study.run_grid(a.out, pairs, bits, a.seeds, a.episodes, shard=(int(i), int(n)))
+    print(f"wrote {qat_report.render(a.out, pairs, bits, a.seeds)}")
+    return 0
+
+
 def cmd_report(a: argparse.Namespace) -> int:
     from actorq.studies import report
 
@@ -307,6 +322,19 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--threads", type=positive_int, default=1, help="torch threads")
     q.add_argument("--out", required=True, help="directory for the models, table and JSON")
     q.set_defaults(func=cmd_qat)
+
+    qs = subparsers.add_parser(
+        "qat-study", help="fp32 vs PTQ vs QAT to convergence (resumable grid + report)"
+    )
+    qs.add_argument("--out", default="reports/studies/qat_convergence", help="records/ and report.md go here")
+    qs.add_argument("--pairs", default="ppo_CartPole-v1,a2c_CartPole-v1,ddpg_Pendulum-v1", help="comma list")
+    qs.add_argument("--bits", default="4,2,8,6,5,3", help="QAT/PTQ bit widths, in the order they are run")
+    qs.add_argument("--seeds", type=positive_int, default=3, help="training seeds per cell")
+    qs.add_argument("--episodes", type=positive_int, default=30, help="evaluation episodes per policy")
+    qs.add_argument("--shard", default="0/1", help="i/n: run every n-th missing cell from the i-th")
+    qs.add_argument("--report-only", action="store_true", help="render the report from the records")
+    qs.add_argument("--threads", type=positive_int, default=1, help="torch threads")
+    qs.set_defaults(func=cmd_qat_study)
 
     w = subparsers.add_parser("weights", help="weight histograms with the quantization grid + stats")
     _policy_args(w)

@@ -63,6 +63,8 @@ def train_qat(
     act_bits: int | None = None,
     per_channel_linear: bool = False,
     out: str | Path | None = None,
+    callbacks: list[BaseCallback] | None = None,
+    **overrides: Any,
 ) -> tuple[BaseAlgorithm, dict[str, Any]]:
     """Train ``algo`` on ``env_id`` with fake-quantized weights/activations from ``quant_delay`` on.
 
@@ -76,6 +78,8 @@ def train_qat(
         act_bits: Activation bit width (default: ``bits``; 0 disables activation quantization).
         per_channel_linear: Per-output-row scales for Linear weights.
         out: Optional directory for ``model.zip`` (fp32 master weights) and ``qat.json``.
+        callbacks: Extra SB3 callbacks (e.g. a learning-curve recorder), run after the quant-delay switch.
+        **overrides: Hyperparameters passed to :func:`actorq.studies.zoo.make_model` (give the fp32 run's).
 
     Returns:
         The model with its QuantLayers still in place and quantization on, and run info.
@@ -84,12 +88,12 @@ def train_qat(
         raise ValueError(f"quant_delay ({quant_delay}) must be < steps ({steps}) or nothing is quantized")
     act_bits = bits if act_bits is None else (act_bits or None)
     scheme = tq.QuantScheme.parse(str(bits), per_channel_linear=per_channel_linear)
-    model = zoo.make_model(algo, env_id, seed=seed)
+    model = zoo.make_model(algo, env_id, seed=seed, **overrides)
     mods = zoo.qat_modules(model)
     wrapped = {name: tq.wrap_quant_layers(m, scheme, act_bits=act_bits) for name, m in mods.items()}
     cb = QuantDelayCallback(mods, quant_delay)
     t0 = time.perf_counter()
-    model.learn(total_timesteps=steps, callback=cb)
+    model.learn(total_timesteps=steps, callback=[cb, *(callbacks or [])])
     train_s = time.perf_counter() - t0
     check = verify_qat(model)
     info = {
