@@ -25,6 +25,7 @@ from acme.tf import utils as tf2_utils
 from acme.utils import counting
 
 from actorq.config import ExperimentConfig
+from actorq.learners import acme_adapter
 from actorq.learners.dense import use_einsum_dense
 from actorq.networks import tf_nets
 
@@ -80,16 +81,13 @@ def make_update_function(learner: Any, acme_class: type, jit_compile: bool = Fal
     It traces Acme's own ``_step`` body with the dataset iterator swapped for the sample, so the maths is exactly
     Acme's; only where the sample comes from changes (XLA cannot compile the Reverb dataset op).
     """
-    body = acme_class.__dict__["_step"].python_function
+    body = acme_adapter.step_body(acme_class)
 
     def update(sample):
-        real, feed = learner._iterator, _SampleFeed()  # noqa: SLF001
+        feed = _SampleFeed()
         feed.sample = sample
-        learner._iterator = feed  # noqa: SLF001
-        try:
+        with acme_adapter.iterator_replaced(learner, feed):
             return body(learner)
-        finally:
-            learner._iterator = real  # noqa: SLF001
 
     return tf.function(update, jit_compile=jit_compile)
 
@@ -130,14 +128,14 @@ class AcmeLearner:
         self._results = results
         self._num_steps = objects_to_save["num_steps"]
         self._acme_class = acme_class or type(learner)
-        self._iterator = learner._iterator  # noqa: SLF001  (the Reverb dataset iterator)
+        self._iterator = acme_adapter.dataset_iterator(learner)  # the Reverb dataset iterator
         self._update: Callable[[Any], Any] | None = None
         self._target_pairs = target_pairs
         self._copy_targets: Callable[[], None] | None = None
         if jit_compile:
             # Sample outside, update inside the compiled function: Acme's step() calls self._step().
             self._update = make_update_function(learner, self._acme_class, jit_compile=True)
-            learner._step = lambda: self._update(next(self._iterator))  # noqa: SLF001
+            acme_adapter.replace_step(learner, lambda: self._update(next(self._iterator)))
         self._checkpointer = None
         if checkpoint_dir is not None:
             self._checkpointer = tf2_savers.Checkpointer(
@@ -237,11 +235,10 @@ def _make_d4pg(config, spec, iterator, counter, results, checkpoint_dir) -> Acme
     )
     # Adam slots are created lazily; create them now so a checkpoint restore has somewhere to go (and so no
     # variable is created inside a compiled apply).
-    policy_opt._initialize(policy.trainable_variables)  # noqa: SLF001
-    critic_opt._initialize(critic.trainable_variables)  # noqa: SLF001
+    acme_adapter.create_adam_slots(policy_opt, policy.trainable_variables)
+    acme_adapter.create_adam_slots(critic_opt, critic.trainable_variables)
     if config.learner.jit_optimizer:
-        learner._policy_optimizer = _CompiledOptimizer(policy_opt)  # noqa: SLF001
-        learner._critic_optimizer = _CompiledOptimizer(critic_opt)  # noqa: SLF001
+        acme_adapter.wrap_d4pg_optimizers(learner, _CompiledOptimizer)
     objects = {
         "counter": counter,
         "policy": policy,
@@ -250,7 +247,7 @@ def _make_d4pg(config, spec, iterator, counter, results, checkpoint_dir) -> Acme
         "target_critic": target_critic,
         "policy_optimizer": policy_opt,
         "critic_optimizer": critic_opt,
-        "num_steps": learner._num_steps,  # noqa: SLF001
+        "num_steps": acme_adapter.num_steps(learner),
     }
     targets = (
         (*critic.variables, *policy.variables),
@@ -299,7 +296,7 @@ def _make_dqn(config, spec, address, counter, results, checkpoint_dir) -> AcmeLe
     objects = dict(learner.state)  # the real optimizer (Acme makes its Adam slots eagerly) is what is saved
     objects["counter"] = counter
     if config.learner.jit_optimizer:
-        learner._optimizer = _CompiledOptimizer(learner._optimizer)  # noqa: SLF001
+        acme_adapter.wrap_dqn_optimizer(learner, _CompiledOptimizer)
     return AcmeLearner(
         learner,
         network,
@@ -321,6 +318,7 @@ def make_learner(
     checkpoint_dir: str | Path | None = None,
 ) -> AcmeLearner:
     """Build the configured Acme learner reading from the replay at ``replay_address``."""
+    acme_adapter.check_surface()  # an Acme that moved a private member fails here, not mid-training
     counter = counting.Counter()
     results = _LastResult()
     if config.algorithm == "d4pg":
