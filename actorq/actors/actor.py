@@ -28,7 +28,7 @@ import numpy as np
 
 from actorq.actors.policy import QuantizedPolicy
 from actorq.config import ExperimentConfig
-from actorq.core import Adder, WeightSubscriber
+from actorq.core import Adder, WeightSubscriber, WeightsUnavailableError
 from actorq.quantize.codec import (
     UnauthenticatedMessageError,
     WeightMessageError,
@@ -218,7 +218,7 @@ class QuantizedActor:
         with self.timers.time("pull"):
             try:
                 buf = self._subscriber.latest()
-            except Exception as exc:  # the replay link may be down: keep acting on what we have
+            except WeightsUnavailableError as exc:  # the replay link may be down: keep acting on what we have
                 self.weights.pull_failures += 1
                 log.warning("weight pull failed (%s); keeping weights v%d", exc, self.weights.version)
                 return None

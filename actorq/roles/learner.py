@@ -20,6 +20,7 @@ from actorq.learners import configure_tensorflow, make_learner
 from actorq.quantize.codec import encode_message
 from actorq.quantize.signing import LEARNER_STREAM, WeightsKey
 from actorq.replay import LEARNER_WEIGHTS_TABLE, ReverbWeightPublisher, wait_for_server
+from actorq.replay.retry import REPLAY_ERRORS, ReplayOutage
 from actorq.replay.tables import environment_spec_for
 from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
 from actorq.status import LearnerStatus
@@ -76,7 +77,7 @@ class _BackgroundPublisher:
                 self._record.write(step + self._offset, learner_step=step)
                 self.last_bytes = int(buf.nbytes)
                 self.published += 1
-            except Exception:
+            except REPLAY_ERRORS:
                 log.exception("publishing learner weights failed; will retry with the next weights")
             self.last_ms = (time.perf_counter() - started) * 1e3
 
@@ -136,19 +137,18 @@ class LearnerRole(RoleBase):
         # A step blocks while sampling: on the rate limiter when actors fall behind, or while replay restarts
         # (Reverb's dataset reconnects by itself). Report such stalls while they last.
         self._watchdog = StallWatchdog("learner sample", config.replay.rate_limiter_timeout_s)
-        self._outage_budget_s = connect_timeout_s
-        self._failing_since: float | None = None
-        self.replay_errors = 0
+        # Ride out a replay restart: the dataset blocks until replay is back, so a failed step is just retried.
+        # The update itself was applied; only that batch's priority update is lost. Past connect_timeout_s of
+        # failures the learner exits non-zero and the run stops (resume from the checkpoint).
+        self._outage = ReplayOutage("learner", budget_s=connect_timeout_s)
 
     def step(self) -> None:
         started = time.perf_counter()
-        try:
-            with self._watchdog.watch():
-                self.learner.step()
-        except RuntimeError as exc:  # Reverb client calls (DQN priority updates) fail while replay restarts
-            self._replay_failed(exc)
+        with self._watchdog.watch():
+            # Reverb client calls (DQN priority updates) and the dataset fail while replay restarts.
+            answered, _ = self._outage.attempt(self.learner.step)
+        if not answered:
             return
-        self._failing_since = None
         self._step_time += time.perf_counter() - started
         steps = self.learner.steps
         if steps % self.config.learner.publish_period == 0:
@@ -158,20 +158,10 @@ class LearnerRole(RoleBase):
         if self.config.learner.max_steps and steps >= self.config.learner.max_steps:
             raise _Done
 
-    def _replay_failed(self, exc: RuntimeError) -> None:
-        """Ride out a replay restart: the dataset blocks until replay is back, so just retry the step.
-
-        The update itself was applied; only that batch's priority update is lost. After ``connect_timeout_s`` of
-        failures the error is raised (the learner exits non-zero and the run stops; resume from the checkpoint).
-        """
-        now = time.monotonic()
-        if self._failing_since is None:
-            self._failing_since = now
-            log.warning("learner: replay call failed (%s); retrying", (str(exc).splitlines() or [""])[0])
-        self.replay_errors += 1
-        if now - self._failing_since > self._outage_budget_s:
-            raise exc
-        time.sleep(0.5)
+    @property
+    def replay_errors(self) -> int:
+        """Failed replay calls so far."""
+        return self._outage.errors
 
     def write_metrics(self) -> None:
         now, steps = time.monotonic(), self.learner.steps
