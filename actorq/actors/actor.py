@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import dm_env
 import numpy as np
 
-from actorq.actors.policy import QuantizedPolicy
+from actorq.actors.policy import ActorPolicy
 from actorq.config import ExperimentConfig
 from actorq.core import Adder, WeightSubscriber, WeightsUnavailableError
 from actorq.quantize.codec import (
@@ -85,12 +85,12 @@ class WeightState:
 
 
 class QuantizedActor:
-    """Acme-style actor (select_action / observe_first / observe / update) over a QuantizedPolicy."""
+    """Acme-style actor (select_action / observe_first / observe / update) over a ActorPolicy."""
 
     def __init__(
         self,
         config: ExperimentConfig,
-        policy: QuantizedPolicy,
+        policy: ActorPolicy,
         adder: Adder | Sequence[Adder] | None,
         subscriber: WeightSubscriber,
         actor_id: int = 0,
@@ -143,7 +143,7 @@ class QuantizedActor:
         return self._adders
 
     @property
-    def policy(self) -> QuantizedPolicy:
+    def policy(self) -> ActorPolicy:
         """The policy (its kernel choice is ``policy.selection``)."""
         return self._policy
 

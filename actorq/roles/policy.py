@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from actorq.actors.policy import QuantizedPolicy
+from actorq.actors.policy import ActorPolicy
 from actorq.config import ExperimentConfig
 from actorq.envs import environment_spec
 from actorq.hardware import hardware_record
 
 
-def build_policy(config: ExperimentConfig, precision: str | None = None, batch: int = 1) -> QuantizedPolicy:
+def build_policy(config: ExperimentConfig, precision: str | None = None, batch: int = 1) -> ActorPolicy:
     """The torch policy for this experiment's task and network at ``precision`` (default: the actor's).
 
     The kernel is verified and timed on this machine at ``batch`` rows per forward (an actor passes its
@@ -26,7 +26,7 @@ def build_policy(config: ExperimentConfig, precision: str | None = None, batch: 
     """
     spec = environment_spec(config.env)
     own = precision is None or precision == config.actor.precision
-    return QuantizedPolicy(
+    return ActorPolicy(
         algorithm=config.algorithm,
         obs_dim=spec.obs_dim,
         out_dim=spec.num_actions,
@@ -40,7 +40,7 @@ def build_policy(config: ExperimentConfig, precision: str | None = None, batch: 
     )
 
 
-def write_kernel_record(directory: Path, policy: QuantizedPolicy) -> None:
+def write_kernel_record(directory: Path, policy: ActorPolicy) -> None:
     """``kernel.json`` in a role's directory: the kernel choice, its error and time, rejections, and the CPU."""
     bytes_per_weight = {"fp32": 4, "fp16": 2, "int8": 1}[policy.precision]
     record = {
@@ -52,7 +52,7 @@ def write_kernel_record(directory: Path, policy: QuantizedPolicy) -> None:
     tmp.replace(directory / "kernel.json")
 
 
-def greedy_episode(env, policy: QuantizedPolicy, discrete: bool) -> float:
+def greedy_episode(env, policy: ActorPolicy, discrete: bool) -> float:
     """Return of one episode acting greedily (no exploration) with ``policy``."""
     timestep = env.reset()
     total = 0.0

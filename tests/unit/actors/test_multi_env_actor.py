@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from actorq.actors.actor import QuantizedActor, exploration_epsilon, exploration_sigma
-from actorq.actors.policy import QuantizedPolicy
+from actorq.actors.policy import ActorPolicy
 from tests.conftest import tiny_config
 
 OBS, LAYERS = 4, (16, 16)
@@ -35,7 +35,7 @@ class _Adder:
 def _actor(algorithm: str, envs: int, actor_id: int, adders=None, bound=1.0, **changes) -> QuantizedActor:
     config = tiny_config(algorithm, **{"actor.envs_per_actor": envs, **changes})
     out = 2 if algorithm == "dqn" else 1
-    policy = QuantizedPolicy(algorithm, OBS, out, LAYERS, precision="fp32", batch=envs, use_cache=False)
+    policy = ActorPolicy(algorithm, OBS, out, LAYERS, precision="fp32", batch=envs, use_cache=False)
     return QuantizedActor(
         config,
         policy,
