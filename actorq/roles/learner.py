@@ -44,10 +44,15 @@ class _BackgroundPublisher:
         self.last_ms = 0.0
         self.last_bytes = 0
         self.published = 0
+        self.error: BaseException | None = (
+            None  # what ended the thread (not a replay error), raised by submit
+        )
         self._thread = threading.Thread(target=self._loop, name="weight-publisher", daemon=True)
         self._thread.start()
 
     def submit(self, variables, step: int) -> None:
+        if self.error is not None:
+            raise RuntimeError("the learner's weight publisher thread failed") from self.error
         with self._cv:
             self._pending = (variables, step)
             self._cv.notify()
@@ -79,6 +84,10 @@ class _BackgroundPublisher:
                 self.published += 1
             except REPLAY_ERRORS:
                 log.exception("publishing learner weights failed; will retry with the next weights")
+            except Exception as exc:  # thread boundary: logged, then raised in the learner's loop by submit()
+                log.exception("the weight publisher failed")
+                self.error = exc
+                return
             self.last_ms = (time.perf_counter() - started) * 1e3
 
     def close(self, flush: bool = True) -> None:

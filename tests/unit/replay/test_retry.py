@@ -124,6 +124,7 @@ BOUNDARIES = {
     "actorq/launchers/supervisor.py",  # the run's supervisor: logged, ends the run
     "actorq/replay/weights.py",  # the sampler thread: handed to the caller, who raises it
     "actorq/roles/__init__.py",  # a role process's last metrics flush: logged
+    "actorq/roles/learner.py",  # the weight publisher thread: logged, raised in the learner's loop
     "actorq/studies/sb3_zip.py",  # torch.load of a user's zip: re-raised as a clear error
     "actorq/studies/zoo_env.py",  # gymnasium's env registry: re-raised as a clear error
 }
