@@ -35,6 +35,7 @@ from actorq.config.schema import (
     PRECISIONS,
     SUITES,
     ActorConfig,
+    AffinityConfig,
     EnvConfig,
     EvaluatorConfig,
     ExperimentConfig,
@@ -46,6 +47,7 @@ from actorq.config.schema import (
 
 __all__ = [
     "ALGORITHMS",
+    "AffinityConfig",
     "AUTO_COMM_BITS",
     "COMM_BITS",
     "KERNELS",

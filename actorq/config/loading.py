@@ -219,6 +219,12 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
         raise ConfigError("need 0 <= actor.epsilon_min <= actor.epsilon_max <= 1")
     if config.network.vmin >= config.network.vmax:
         raise ConfigError("network.vmin must be below network.vmax")
+    for role in ("replay", "learner", "quantizer", "actor", "evaluator"):
+        cpus = getattr(config.affinity, role)
+        if any(c < 0 for c in cpus) or len(set(cpus)) != len(cpus):
+            raise ConfigError(
+                f"affinity.{role}={list(cpus)} must list distinct CPU numbers >= 0 (empty: any)"
+            )
     return config
 
 

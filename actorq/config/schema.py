@@ -180,9 +180,28 @@ class EvaluatorConfig:
     period_s: float = 10.0
     """Seconds between evaluations."""
     episodes: int = 3
-    """Greedy episodes per evaluation."""
+    """Greedy episodes per evaluation, played together in as many environments with one batched policy forward per
+    step (its kernel verified at that batch)."""
     evaluate_quantized: bool = False
     """Also evaluate the quantized actor policy, so the reward cost of quantization is visible."""
+
+
+@dataclass(frozen=True)
+class AffinityConfig:
+    """CPU cores each role's process may run on: its own affinity (``sched_setaffinity``), set when the role's
+    process starts, before TensorFlow or torch size their thread pools. Empty = any core (the default). Ignored, with
+    a warning, where roles share one process (the in-process launcher)."""
+
+    replay: tuple[int, ...] = ()
+    """Cores of the replay server's process."""
+    learner: tuple[int, ...] = ()
+    """Cores of the learner's process, e.g. [0] to give it a core of its own as on a GPU box."""
+    quantizer: tuple[int, ...] = ()
+    """Cores of the parameter quantizer's process."""
+    actor: tuple[int, ...] = ()
+    """Cores every actor process may run on (shared by all actors)."""
+    evaluator: tuple[int, ...] = ()
+    """Cores of the evaluator's process."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +222,8 @@ class ExperimentConfig:
     """Actors."""
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     """Evaluator."""
+    affinity: AffinityConfig = field(default_factory=AffinityConfig)
+    """CPU cores per role (empty: any)."""
     seed: int = 0
     """Base random seed; each role and actor derives its own from it."""
     max_minutes: float = 10.0

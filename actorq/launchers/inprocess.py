@@ -46,6 +46,9 @@ class InProcessPlacement(Placement):
         super().__init__(run)
         key = load_key_file(run.weights_key_file) if run.weights_key_file else None
         self._keyed = {"weights_key": key, "insecure_weights": run.weights_key_file is None}
+        pinned = {k: v for k, v in vars(run.config.affinity).items() if v}
+        if pinned:
+            log.warning("in-process launcher: roles share one process, so affinity %s is ignored", pinned)
         self.roles: dict[str, _Thread] = {}
         self.errors: list[str] = []
         self.ended: list[str] = []  # role labels in the order their threads returned

@@ -21,8 +21,10 @@ from actorq.roles.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_UNREACHABLE,
+    AffinityError,
     apply_learner_environment,
     install_stop_handlers,
+    pin_role_cpus,
     quiet_tensorflow,
 )
 from actorq.roles.weights_key import HOW_TO_FIX, KEY_ROLES, WeightsKeyError
@@ -101,6 +103,11 @@ def main(
     ``weights_key``/``insecure_weights``: see :func:`build_role` (resolve a key with
     :func:`actorq.roles.weights_key.resolve_weights_key`).
     """
+    try:  # before anything below loads TensorFlow or torch, which size their thread pools by the usable cores
+        pin_role_cpus(config, role)
+    except AffinityError as exc:
+        log.error("%s", exc)
+        return EXIT_FAILED
     if role == "learner":  # before anything below loads TensorFlow (replay imports reverb, which imports TF)
         apply_learner_environment(config)
     from actorq.replay.client import ReplayUnreachableError

@@ -87,6 +87,31 @@ def apply_learner_environment(config: ExperimentConfig) -> None:
         )
 
 
+class AffinityError(RuntimeError):
+    """A role was given CPU cores (``affinity.<role>``) that this host does not let it use."""
+
+
+def pin_role_cpus(config: ExperimentConfig, role: str) -> tuple[int, ...]:
+    """Restrict this process to ``affinity.<role>``'s cores (before TF/torch size their thread pools); returns them.
+
+    Raises:
+        AffinityError: A core that this host does not have (or does not allow this process).
+    """
+    cpus = tuple(getattr(config.affinity, role, ()))
+    if not cpus:
+        return ()
+    allowed = sorted(os.sched_getaffinity(0))
+    missing = sorted(set(cpus) - set(allowed))
+    if missing:
+        raise AffinityError(
+            f"affinity.{role}={list(cpus)}: CPU(s) {missing} are not available on this host (it allows "
+            f"{allowed}); set affinity.{role} to some of those, or [] for any core"
+        )
+    os.sched_setaffinity(0, cpus)
+    log.info("%s pinned to CPU(s) %s", role, list(cpus))
+    return cpus
+
+
 def quiet_tensorflow() -> None:
     """Silence TF's C++ start-up chatter before it is imported (roles import reverb, which imports TF)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -119,6 +119,7 @@ BOUNDARIES = {
     "actorq/actors/kernels/verify.py",  # a kernel that cannot run the probes: recorded in its Check
     "actorq/bench/learner_worker.py",  # bench worker process: logged and reported to the parent
     "actorq/bench/pool.py",  # bench worker process: logged and reported to the parent
+    "actorq/bench/replay_worker.py",  # bench worker process: logged and reported to the parent
     "actorq/launchers/energy.py",  # codecarbon, optional: logged, energy recorded as unavailable
     "actorq/launchers/inprocess.py",  # a role's thread: logged, ends the run
     "actorq/launchers/supervisor.py",  # the run's supervisor: logged, ends the run

@@ -1,0 +1,263 @@
+"""The replay bench's worker process (one writer or the learner-style sampler) and :class:`ReplayWorker`, the
+bench's handle on one.
+
+Started by ``actorq bench replay`` (never by hand) as ``python -m actorq.bench.replay_worker --address HOST:PORT``,
+owned by pid. Commands are JSON lines on stdin; protocol lines go to the original stdout prefixed ``@@``, everything
+libraries print goes to stderr (the worker's log file):
+
+- ``prepare`` with ``role`` ``writer``: build the task's environment, record real timesteps with uniformly random
+  actions, and the actor's experience path (:func:`actorq.replay.experience.make_adders`: the n-step adder over one
+  ``StructuredWriter``). With ``role`` ``sampler``: the learner's dataset
+  (:func:`actorq.replay.experience.make_dataset_iterator`, the config's batch size, prefetch and parallelism),
+  after taking one batch from it.
+- ``fill`` (writer): write ``items`` transitions and flush them (fills the table for the sampler).
+- ``go``: wait until the wall-clock ``start``, then write (or sample) as fast as possible until ``end``; a writer
+  then flushes, so everything it counts has been confirmed by the server. Reports counts, seconds and CPU seconds.
+- ``exit``.
+
+Writers replay the recorded observations as episodes of ``episode_steps`` steps (the last one truncated), so the
+items are real transitions of the table's signature while no env or policy time is spent: the insert rate is what
+the writer and server can do, not what an actor's env steps allow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+RECORDED_STEPS = 256
+"""Real env steps recorded by each writer; episodes cycle through their observations, rewards and actions."""
+CLOCK_CHECK_STEPS = 32
+"""Env steps between two looks at the clock in a writer's loop (a clock read per step would be measurable)."""
+
+
+class ReplayWorker:
+    """Parent side: one worker process, owned by pid, speaking JSON lines (``@@tag payload``) on stdout."""
+
+    def __init__(self, index: int, address: str, workdir: Path):
+        self.index = index
+        self.log_path = workdir / f"replay_worker_{index}.log"
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        env.setdefault("OMP_NUM_THREADS", "1")
+        with self.log_path.open("ab") as logf:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "actorq.bench.replay_worker", "--address", address],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=logf,
+                start_new_session=True,
+                env=env,
+                text=True,
+            )
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def send(self, command: dict[str, Any]) -> None:
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+
+    def expect(self, tag: str, timeout_s: float) -> str:
+        """The payload of the next ``@@tag`` line; raises on ``@@error``, exit or timeout (naming the log)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.05, min(1.0, deadline - time.monotonic())))
+            except queue.Empty:
+                line = None
+            if line is not None:
+                head, _, rest = line.partition(" ")
+                if head == f"@@{tag}":
+                    return rest
+                if head == "@@error":
+                    raise RuntimeError(
+                        f"replay bench worker {self.index} failed: {rest} (log: {self.log_path})"
+                    )
+                continue
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"replay bench worker {self.index} exited with {self.proc.returncode}; see {self.log_path}"
+                )
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"replay bench worker {self.index} sent no {tag} within {timeout_s:.0f}s")
+
+    def stop(self) -> None:
+        """Ask the worker to exit; kill it (by its pid) if it has not within 20 s."""
+        with contextlib.suppress(OSError, ValueError):
+            self.send({"cmd": "exit"})
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            log.warning("replay bench worker pid %d did not exit; killing it", self.proc.pid)
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+# -- the worker process -------------------------------------------------------------------------------------
+class Writer:
+    """An actor's experience path fed with recorded real timesteps, as fast as it goes."""
+
+    def __init__(self, config, address: str, episode_steps: int, seed: int):
+        import dm_env
+        import numpy as np
+
+        from actorq.envs import make_environment
+        from actorq.replay.client import wait_for_server
+        from actorq.replay.experience import make_adders
+
+        env = make_environment(config.env, seed=seed)
+        spec = env.action_spec()
+        rng = np.random.default_rng(seed)
+        steps = []  # (action, observation, reward) of real env steps
+        timestep = env.reset()
+        while len(steps) < RECORDED_STEPS:
+            if hasattr(spec, "num_values"):
+                action = np.asarray(rng.integers(spec.num_values), dtype=spec.dtype)
+            else:
+                action = rng.uniform(spec.minimum, spec.maximum, spec.shape).astype(spec.dtype)
+            timestep = env.step(action)
+            # Copied: an env may reuse its observation buffer between steps.
+            steps.append(
+                (action, np.array(timestep.observation, copy=True), np.float32(timestep.reward or 0.0))
+            )
+            if timestep.last():
+                timestep = env.reset()
+        env.close()
+        one = np.float32(1.0)
+        # One episode of real observations: FIRST, MID steps, then a truncation (discount 1) at episode_steps.
+        self.first = dm_env.restart(steps[0][1])
+        self.steps = []
+        for i in range(1, episode_steps + 1):
+            action, obs, reward = steps[i % len(steps)]
+            kind = dm_env.StepType.LAST if i == episode_steps else dm_env.StepType.MID
+            self.steps.append((action, dm_env.TimeStep(kind, reward, one, obs)))
+        self.adder = make_adders(wait_for_server(address), config, 1)[0]
+        self.position = 0  # steps of the current episode done; 0: the next call starts one
+        self.env_steps = 0
+
+    def write(self, n_steps: int) -> None:
+        """``n_steps`` env steps through the adder (episodes continue across calls)."""
+        adder, steps = self.adder, self.steps
+        for _ in range(n_steps):
+            if self.position == 0:
+                adder.add_first(self.first)
+            action, timestep = steps[self.position]
+            adder.add(action, timestep)
+            self.position = (self.position + 1) % len(steps)
+        self.env_steps += n_steps
+
+    def fill(self, items: int) -> dict[str, Any]:
+        while self.adder.writer.written < items:
+            self.write(CLOCK_CHECK_STEPS)
+        self.adder.writer.flush()
+        return {"items": self.adder.writer.written}
+
+    def go(self, start: float, end: float) -> dict[str, Any]:
+        _wait_until(start)
+        items0, steps0 = self.adder.writer.written, self.env_steps
+        cpu0, t0 = time.process_time(), time.time()
+        while time.time() < end:
+            self.write(CLOCK_CHECK_STEPS)
+        t_end = time.time()
+        self.adder.writer.flush()  # everything counted below is confirmed by the server
+        t1, cpu1 = time.time(), time.process_time()
+        return {
+            "items": self.adder.writer.written - items0,
+            "env_steps": self.env_steps - steps0,
+            "seconds": t1 - t0,
+            "flush_s": t1 - t_end,
+            "cpu_s": cpu1 - cpu0,
+            "late_start_s": t0 - start,
+        }
+
+
+class Sampler:
+    """The learner's dataset (Acme's Reverb dataset: batch, prefetch, parallel calls), read as fast as it goes."""
+
+    def __init__(self, config, address: str):
+        from actorq.replay.experience import make_dataset_iterator
+
+        self.batch_size = config.learner.batch_size
+        self.iterator = make_dataset_iterator(address, config)
+        next(self.iterator)  # builds the pipeline; blocks until the table holds min_size items
+
+    def go(self, start: float, end: float) -> dict[str, Any]:
+        _wait_until(start)
+        batches = 0
+        cpu0, t0 = time.process_time(), time.time()
+        while time.time() < end:
+            next(self.iterator)
+            batches += 1
+        t1, cpu1 = time.time(), time.process_time()
+        return {
+            "batches": batches,
+            "items": batches * self.batch_size,
+            "seconds": t1 - t0,
+            "cpu_s": cpu1 - cpu0,
+            "late_start_s": t0 - start,
+        }
+
+
+def _wait_until(wall_time: float) -> None:
+    # A common start: every process of the block begins at the same wall-clock time.
+    while (left := wall_time - time.time()) > 0:
+        time.sleep(min(left, 0.05))
+
+
+def worker_main(address: str) -> int:
+    """Serve prepare/fill/go/exit commands on stdin (see the module docstring)."""
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything else printed to stdout goes to the log, not into the protocol
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    from actorq.config import load_config
+
+    proto.write("@@hello\n")
+    job: Writer | Sampler | None = None
+    for line in sys.stdin:
+        try:
+            cmd = json.loads(line)
+            if cmd["cmd"] == "exit":
+                break
+            if cmd["cmd"] == "prepare":
+                config = load_config(cmd["config"])
+                if cmd["role"] == "writer":
+                    job = Writer(config, address, int(cmd["episode_steps"]), int(cmd["seed"]))
+                else:
+                    job = Sampler(config, address)
+                proto.write("@@ready\n")
+            elif cmd["cmd"] == "fill":
+                proto.write("@@filled " + json.dumps(job.fill(int(cmd["items"]))) + "\n")
+            elif cmd["cmd"] == "go":
+                result = job.go(float(cmd["start"]), float(cmd["end"]))
+                proto.write("@@result " + json.dumps({**result, "pid": os.getpid()}) + "\n")
+        except Exception as exc:  # reported to the parent, which stops the bench
+            log.exception("replay bench worker command failed")
+            proto.write(f"@@error {type(exc).__name__}: {exc}\n")
+    proto.flush()
+    # Reverb/TF native threads can hold up interpreter teardown; everything is flushed by now.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description="actorq bench replay worker (started by actorq bench replay)"
+    )
+    parser.add_argument("--address", required=True)
+    sys.exit(worker_main(parser.parse_args().address))
