@@ -27,6 +27,7 @@ _SURFACE: tuple[tuple[str, str, str], ...] = (
     ("acme.agents.tf.dqn.learning.DQNLearner", "_iterator", "attribute"),
     ("acme.agents.tf.dqn.learning.DQNLearner", "_optimizer", "attribute"),
     ("sonnet.optimizers.Adam", "_initialize", "method"),
+    ("sonnet.Linear", "_initialize", "method"),
     ("acme.agents.tf.d4pg.agent_distributed.DistributedD4PG", "_environment_factory", "attribute"),
     ("acme.agents.tf.d4pg.agent_distributed.DistributedD4PG", "_network_factory", "attribute"),
     ("acme.agents.tf.d4pg.agent_distributed.DistributedD4PG", "_environment_spec", "attribute"),
@@ -129,6 +130,11 @@ def num_steps(learner: Any) -> Any:
 def create_adam_slots(optimizer: Any, variables: list[Any]) -> None:
     """Create a Sonnet Adam's slot variables now (it makes them lazily, at its first apply)."""
     optimizer._initialize(variables)
+
+
+def create_linear_variables(layer: Any, inputs: Any) -> None:
+    """Create an ``snt.Linear``'s variables for ``inputs`` now (a no-op once created), as its ``__call__`` does."""
+    layer._initialize(inputs)
 
 
 def wrap_d4pg_optimizers(learner: Any, wrap: Callable[[Any], Any]) -> None:
