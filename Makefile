@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make run        train DQN (3x2048) on CartPole-v1 with int8 actors to return 195 (<= 10 min), print the summary"
-	@echo "make test       the full CPU test suite (unit, reverb, integration, slow; not gpu)"
+	@echo "make test       the full CPU test suite (unit, reverb, integration, slow)"
 	@echo "make test-fast  unit tests only"
 	@echo "make test-avx2  kernel and parity tests with oneDNN/ATen limited to AVX2 (part of make test on AVX512 CPUs)"
 	@echo "make lint       ruff check + format check"
@@ -59,7 +59,7 @@ run: $(STAMP)
 		--max-minutes 10 --target-return 195 --run-dir $(RUN_DIR)
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not gpu" $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-avx2
 
 # The kernel and parity tests again with oneDNN and ATen limited to AVX2, on CPUs that have AVX512, so that a green
@@ -69,14 +69,14 @@ test: $(STAMP)
 test-avx2: $(STAMP)
 	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
 	  echo "==> kernel and parity tests again with ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2"; \
-	  ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PY) -m pytest -m "not gpu" \
+	  ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PY) -m pytest \
 	    tests/unit/actors tests/unit/networks/test_parity.py $(PYTEST_ARGS); \
 	else \
 	  echo "==> no AVX512 on this CPU: the run above already tested the AVX2 kernels"; \
 	fi
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not gpu and not slow and not integration and not reverb and not faults and not docker" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not integration and not reverb and not faults and not docker and not ray" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check actorq launch tests

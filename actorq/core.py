@@ -33,8 +33,15 @@ class Adder(Protocol):
     def reset(self) -> None: ...
 
 
+class WeightsUnavailableError(ConnectionError):
+    """A :class:`WeightSubscriber` could not reach its weights (replay restarting, link down); worth retrying."""
+
+
 @runtime_checkable
 class WeightSubscriber(Protocol):
-    """Fetches the latest encoded weight message, or None when there is none yet."""
+    """Fetches the latest encoded weight message, or None when there is none yet.
+
+    ``latest`` raises :class:`WeightsUnavailableError` when the source does not answer.
+    """
 
     def latest(self, timeout_s: float | None = None) -> np.ndarray | None: ...

@@ -55,7 +55,7 @@ class MetricsWriter:
                 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
                 self._tb = EventFileWriter(str(self.directory / "tb"))
-            except Exception as exc:  # TensorBoard is optional; the CSV is what reports read.
+            except (ImportError, OSError) as exc:  # TensorBoard is optional; the CSV is what reports read.
                 log.warning("TensorBoard disabled for %s: %s", self.directory, exc)
 
     def write(self, row: Mapping[str, object]) -> None:

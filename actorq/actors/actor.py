@@ -27,9 +27,9 @@ import dm_env
 import numpy as np
 
 from actorq import algorithms
-from actorq.actors.policy import QuantizedPolicy
+from actorq.actors.policy import ActorPolicy
 from actorq.config import ExperimentConfig
-from actorq.core import Adder, WeightSubscriber
+from actorq.core import Adder, WeightSubscriber, WeightsUnavailableError
 from actorq.quantize.codec import (
     UnauthenticatedMessageError,
     WeightMessageError,
@@ -67,12 +67,12 @@ class WeightState:
 
 
 class QuantizedActor:
-    """Acme-style actor (select_action / observe_first / observe / update) over a QuantizedPolicy."""
+    """Acme-style actor (select_action / observe_first / observe / update) over a ActorPolicy."""
 
     def __init__(
         self,
         config: ExperimentConfig,
-        policy: QuantizedPolicy,
+        policy: ActorPolicy,
         adder: Adder | Sequence[Adder] | None,
         subscriber: WeightSubscriber,
         actor_id: int = 0,
@@ -122,7 +122,7 @@ class QuantizedActor:
         return self._adders
 
     @property
-    def policy(self) -> QuantizedPolicy:
+    def policy(self) -> ActorPolicy:
         """The policy (its kernel choice is ``policy.selection``)."""
         return self._policy
 
@@ -184,7 +184,7 @@ class QuantizedActor:
         with self.timers.time("pull"):
             try:
                 buf = self._subscriber.latest()
-            except Exception as exc:  # the replay link may be down: keep acting on what we have
+            except WeightsUnavailableError as exc:  # the replay link may be down: keep acting on what we have
                 self.weights.pull_failures += 1
                 log.warning("weight pull failed (%s); keeping weights v%d", exc, self.weights.version)
                 return None

@@ -7,7 +7,7 @@ verifies; fp32 unless another is >= 3% faster). Each precision has several kerne
 exactness depends on the CPU, so none is chosen by assumption: the policy verifies every candidate against fp32
 on a probe with the real shapes and full-range codes, times the verified ones at the actor's batch size and
 runs the fastest; it checks the choice again on the first real weight message and falls back to the next
-verified kernel if that one fails. :attr:`QuantizedPolicy.selection` records the outcome.
+verified kernel if that one fails. :attr:`ActorPolicy.selection` records the outcome.
 
 Updating is split so that an updater thread can do the work off the acting thread: :meth:`prepare` builds
 every new tensor (copies, casts, quantization, prepacking, a new session) without touching the live weights,
@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class PreparedWeights:
-    """New weights built by :meth:`QuantizedPolicy.prepare`, ready for an O(1) :meth:`QuantizedPolicy.install`."""
+    """New weights built by :meth:`ActorPolicy.prepare`, ready for an O(1) :meth:`ActorPolicy.install`."""
 
     version: int
     learner_step: int
@@ -63,8 +63,8 @@ class PreparedWeights:
     """The first-message checks: ``{"kernel", "ok", "error", "reason"}`` each."""
 
 
-class QuantizedPolicy:
-    """The actor's policy network at one precision, fed by weight messages.
+class ActorPolicy:
+    """The actor's policy network at one precision (fp32 included: the evaluator runs one), fed by weight messages.
 
     Args:
         algorithm: A registered algorithm's name (``"d4pg"``: action in bounds; ``"dqn"``: Q-values).
@@ -220,7 +220,7 @@ class QuantizedPolicy:
     def install(self, prepared: PreparedWeights) -> None:
         """Swap prepared weights in (reference swaps under the inference lock; no copies)."""
         if prepared.owner != self._token:
-            raise ValueError("these weights were prepared by another QuantizedPolicy")
+            raise ValueError("these weights were prepared by another ActorPolicy")
         with self._lock:
             if prepared.kernel is not None:
                 self._switch(prepared)

@@ -114,6 +114,10 @@ def make_program(config: ExperimentConfig, run_dir: str):
     from acme.agents.tf.d4pg.agent_distributed import DistributedD4PG
     from acme.utils import counting, loggers
 
+    from actorq.learners.acme_adapter import check_surface, distributed_d4pg_parts
+
+    check_surface()
+
     n = config.actor.num_actors
     sigma = float(np.mean([config.actor.sigma_max * (i + 1) / n for i in range(n)]))
 
@@ -122,13 +126,14 @@ def make_program(config: ExperimentConfig, run_dir: str):
             return counting.Counter()
 
         def learner(self, replay, counter):
-            online = self._network_factory(self._environment_spec.actions)
+            parts = distributed_d4pg_parts(self)
+            online = parts.network_factory(parts.environment_spec.actions)
             target = copy.deepcopy(online)
-            online.init(self._environment_spec)
-            target.init(self._environment_spec)
+            online.init(parts.environment_spec)
+            target.init(parts.environment_spec)
             builder = d4pg_agent.D4PGBuilder(
                 dataclasses.replace(
-                    self._builder._config,  # noqa: SLF001  (Acme 0.4 keeps it there; the version is pinned)
+                    parts.builder_config,
                     policy_optimizer=snt.optimizers.Adam(config.learner.policy_lr),
                     critic_optimizer=snt.optimizers.Adam(config.learner.critic_lr),
                 )
@@ -136,19 +141,20 @@ def make_program(config: ExperimentConfig, run_dir: str):
             logger = RunDirLogger(run_dir, "learner", "learner_steps", config.log_period_s)
             return builder.make_learner(
                 networks=(online, target),
-                dataset=self._builder.make_dataset_iterator(replay),
+                dataset=parts.builder.make_dataset_iterator(replay),
                 counter=counting.Counter(counter, "learner"),
                 logger=logger,
                 checkpoint=False,
             )
 
         def evaluator(self, variable_source, counter, logger=None):
-            networks = self._network_factory(self._environment_spec.actions)
-            networks.init(self._environment_spec)
-            actor = self._builder.make_actor(
-                policy_network=networks.make_policy(self._environment_spec), variable_source=variable_source
+            parts = distributed_d4pg_parts(self)
+            networks = parts.network_factory(parts.environment_spec.actions)
+            networks.init(parts.environment_spec)
+            actor = parts.builder.make_actor(
+                policy_network=networks.make_policy(parts.environment_spec), variable_source=variable_source
             )
-            return PeriodicEvaluator(self._environment_factory(True), actor, counter, run_dir, config)
+            return PeriodicEvaluator(parts.environment_factory(True), actor, counter, run_dir, config)
 
     del loggers  # Acme's actor loggers print only (save_data=False in DistributedD4PG.actor)
     spi = config.replay.samples_per_insert
@@ -259,6 +265,10 @@ def run_acme(config: ExperimentConfig, run_dir: Path) -> int:
     import psutil
     from absl import flags
 
+    from actorq.launchers.launchpad_adapter import check_surface, disable_signals
+
+    check_surface()
+
     if not flags.FLAGS.is_parsed():
         flags.FLAGS.mark_as_parsed()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -290,7 +300,7 @@ def run_acme(config: ExperimentConfig, run_dir: Path) -> int:
             wall = time.time() - cpu.started
             _stop_descendants()
             with contextlib.suppress(Exception):
-                manager._disable_signals()  # noqa: SLF001  (we stopped the workers ourselves)
+                disable_signals(manager)  # we stopped the workers ourselves
             cpu_seconds = cpu.sample()
     evals = [
         r for r in read_metrics(run_dir / "evaluator" / "metrics.csv") if r.get("eval_return") is not None

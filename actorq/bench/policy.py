@@ -5,7 +5,7 @@ For a large policy (D4PG 3x2048, obs 24, act 6: the ActorQ paper's size) and a s
 
 * every registered kernel (:mod:`actorq.actors.kernels`) is verified against fp32 on the full-range probe, as an
   actor does at start: ``verified``, ``rejected`` (with the measured error) or ``unavailable`` (with why);
-* forward latency of each verified kernel at batch 1/8/64 on one thread (``QuantizedPolicy.__call__``, numpy in
+* forward latency of each verified kernel at batch 1/8/64 on one thread (``ActorPolicy.__call__``, numpy in
   and out, as an actor calls it). Repeats interleave the kernels in a rotating order, so machine drift and
   neighbours' load hit all alike; each visit starts with one untimed call (the steady state an actor running one
   policy sees, not the cache refill after another kernel's weights); median and p10/p90 in microseconds;
@@ -90,18 +90,18 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
     """Verify, time and cost every kernel for one policy shape."""
     from actorq.actors.kernels import PolicySpec, select_kernel
     from actorq.actors.kernels.select import _choose
-    from actorq.actors.policy import QuantizedPolicy
+    from actorq.actors.policy import ActorPolicy
     from actorq.quantize.codec import decode_message, encode_message
 
     reps, calls, budget_s, update_reps = (5, 20, 0.015, 3) if quick else (20, 50, 0.06, 10)
     spec = PolicySpec.build(shape.algorithm, shape.obs_dim, shape.out_dim, shape.layers)
     _, survey = select_kernel(spec, "auto", use_cache=False, budget_s=0.1)
     state = _reference_state(shape, seed=0)
-    policies: dict[str, QuantizedPolicy] = {}
+    policies: dict[str, ActorPolicy] = {}
     messages: dict[tuple[str, int], np.ndarray] = {}
     for name in survey.order:
         precision, kernel = name.split("/")
-        policy = QuantizedPolicy(*_args(shape), precision, kernel=kernel, use_cache=False)
+        policy = ActorPolicy(*_args(shape), precision, kernel=kernel, use_cache=False)
         for bits in NATURAL_BITS[precision]:
             messages[(name, bits)] = encode_message(
                 state, version=1, learner_step=0, precision=precision, comm_bits=bits

@@ -169,7 +169,8 @@ class ActorConfig:
     async_update: bool = False
     """Pull and prepare new weights on a background thread so the env loop never stalls."""
     sigma_max: float = 0.2
-    """D4PG: actor i explores with Gaussian sigma_i spread evenly over [0, sigma_max] (paper: 0 to 0.2)."""
+    """D4PG: actor i of N explores with Gaussian sigma_max * (i + 1) / N, evenly over (0, sigma_max] (the paper:
+    0 to 0.2; the zero end is left out so that no actor's experience is noise-free)."""
     epsilon_min: float = 0.01
     """DQN: smallest per-actor epsilon (actors spread log-uniformly between epsilon_min and epsilon_max)."""
     epsilon_max: float = 0.3

@@ -178,8 +178,8 @@ class EnergyMeter:
         while not self._stop.wait(self.period_s):
             try:
                 self.sample()
-            except Exception as exc:  # a sampling hiccup must not end the run
-                log.debug("energy sample failed: %s", exc)
+            except (psutil.Error, OSError) as exc:  # a sampling hiccup must not end the run
+                log.warning("energy sample failed: %s: %s", type(exc).__name__, exc)
 
     # -- context ---------------------------------------------------------------------------------------------
     def __enter__(self) -> EnergyMeter:

@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 
 from actorq.config import ExperimentConfig
+from actorq.launchers.launchpad_adapter import active_workers, check_surface, disable_signals
 from actorq.launchers.placement import Placement, RunContext
 from actorq.launchers.topology import RoleSpec, topology
 
@@ -102,6 +103,7 @@ class LaunchpadPlacement(Placement):
 
         if not flags.FLAGS.is_parsed():
             flags.FLAGS.mark_as_parsed()
+        check_surface()  # a Launchpad without the private members we use fails before it starts anything
         run = self.run
         program = build_program(run.config, run.run_dir, run.config_path, run.port, run.weights_key_file)
         self._manager = lp.launch(
@@ -141,12 +143,6 @@ class LaunchpadPlacement(Placement):
         return f"localhost pid {workers[0].pid}" if workers else "-"
 
 
-def active_workers(manager) -> dict[str, list[psutil.Process]]:
-    """The processes launchpad started, per group (node label)."""
-    # launchpad 0.5.0 keeps them in a private attribute (the version is pinned).
-    return {label: list(workers) for label, workers in manager._active_workers.items()}  # noqa: SLF001
-
-
 def workers_by_label(groups: dict[str, list], labels: list[str]) -> dict[str, list]:
     """Launchpad names each process ``<group><sep><worker index>`` (e.g. ``learner/0``); map them to role labels."""
     out: dict[str, list] = {label: [] for label in labels}
@@ -163,11 +159,6 @@ def workers_by_label(groups: dict[str, list], labels: list[str]) -> dict[str, li
             f"launchpad started no process for {', '.join(missing)} (groups: {sorted(groups)})"
         )
     return out
-
-
-def disable_signals(manager) -> None:
-    """Take launchpad's signal handlers off again (it installs them in launch)."""
-    manager._disable_signals()  # noqa: SLF001  (launchpad 0.5.0; the version is pinned)
 
 
 def _exit_status(workers: list[psutil.Process]) -> int | None:

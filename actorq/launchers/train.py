@@ -25,33 +25,25 @@ from actorq.config import (
     replace,
     save_config,
 )
+from actorq.config.flags import ConfigFlag, add_config_flags, flag_overrides
 from actorq.roles.cli import user_errors
 from actorq.usage import CliError, module_main
 
 log = logging.getLogger(__name__)
 
 
-def _train_overrides(args: argparse.Namespace) -> dict:
-    changes = {}
-    if args.precision:
-        changes["actor.precision"] = args.precision
-    if args.comm_bits is not None:
-        changes["quantizer.comm_bits"] = args.comm_bits
-    if args.actors is not None:
-        changes["actor.num_actors"] = args.actors
-    if args.launcher:
-        changes["launcher"] = args.launcher
-    if args.max_minutes is not None:
-        changes["max_minutes"] = args.max_minutes
-    if args.max_actor_steps is not None:
-        changes["max_actor_steps"] = args.max_actor_steps
-    if args.target_return is not None:
-        changes["target_return"] = args.target_return
-    if args.seed is not None:
-        changes["seed"] = args.seed
-    if args.ray_address is not None:
-        changes["ray.address"] = args.ray_address
-    return changes
+TRAIN_FLAGS = (
+    ConfigFlag("--precision", "actor.precision", choices=(*PRECISIONS, "auto")),
+    ConfigFlag("--comm-bits", "quantizer.comm_bits", choices=COMM_BITS),
+    ConfigFlag("--actors", "actor.num_actors"),
+    ConfigFlag("--launcher", "launcher", choices=LAUNCHERS),
+    ConfigFlag("--max-minutes", "max_minutes"),
+    ConfigFlag("--max-actor-steps", "max_actor_steps"),
+    ConfigFlag("--target-return", "target_return"),
+    ConfigFlag("--seed", "seed"),
+    ConfigFlag("--ray-address", "ray.address"),
+)
+"""``actorq train``'s convenience flags: each sets one config key; type and help come from the config field."""
 
 
 def check_new_run_dir(run_dir: Path) -> None:
@@ -97,7 +89,7 @@ def resolve_train_config(args: argparse.Namespace):
         run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / f"{path.stem}-{stamp}"
         check_new_run_dir(run_dir)
     config = load_config(path, args.overrides)
-    config = replace(config, **_train_overrides(args))
+    config = replace(config, **flag_overrides(args, TRAIN_FLAGS))
     validate_task(config.env)
     return config, run_dir
 
@@ -170,37 +162,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument(
         "overrides", nargs="*", help="section.key=value overrides, e.g. learner.batch_size=128"
     )
-    parser.add_argument(
-        "--precision",
-        choices=(*PRECISIONS, "auto"),
-        help="actor inference precision (auto: the fastest that verifies against fp32 on this machine)",
-    )
-    parser.add_argument(
-        "--comm-bits", type=int, choices=COMM_BITS, help="bits per weight on the wire (quantizer.comm_bits)"
-    )
-    parser.add_argument("--actors", type=int, help="number of actor processes (actor.num_actors)")
-    parser.add_argument(
-        "--launcher",
-        choices=LAUNCHERS,
-        help="how roles run: local subprocesses, launchpad, threads, or Ray actors on a cluster",
-    )
-    parser.add_argument(
-        "--ray-address",
-        metavar="HOST:PORT",
-        help="--launcher ray: join this Ray cluster (ray.address; default $RAY_ADDRESS, else a local cluster "
-        "started and stopped with the run)",
-    )
+    add_config_flags(parser, TRAIN_FLAGS)
     parser.add_argument(
         "--run-dir", help="new or empty directory for the run (default runs/<config>-<date>-<time>)"
     )
-    parser.add_argument("--max-minutes", type=float, help="wall-clock budget of the run (max_minutes)")
-    parser.add_argument(
-        "--max-actor-steps", type=int, help="stop after this many env steps (max_actor_steps)"
-    )
-    parser.add_argument(
-        "--target-return", type=float, help="stop when the evaluator's return reaches this (target_return)"
-    )
-    parser.add_argument("--seed", type=int, help="the run's seed (seed)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
     parser.add_argument("--quiet", action="store_true", help="no live progress view")
     parser.add_argument(

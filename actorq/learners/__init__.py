@@ -28,6 +28,7 @@ from acme.utils import counting
 
 from actorq import algorithms
 from actorq.config import ExperimentConfig
+from actorq.learners import acme_adapter
 from actorq.learners.dense import use_einsum_dense
 from actorq.networks import tf_nets
 
@@ -83,16 +84,13 @@ def make_update_function(learner: Any, acme_class: type, jit_compile: bool = Fal
     It traces Acme's own ``_step`` body with the dataset iterator swapped for the sample, so the maths is exactly
     Acme's; only where the sample comes from changes (XLA cannot compile the Reverb dataset op).
     """
-    body = acme_class.__dict__["_step"].python_function
+    body = acme_adapter.step_body(acme_class)
 
     def update(sample):
-        real, feed = learner._iterator, _SampleFeed()  # noqa: SLF001
+        feed = _SampleFeed()
         feed.sample = sample
-        learner._iterator = feed  # noqa: SLF001
-        try:
+        with acme_adapter.iterator_replaced(learner, feed):
             return body(learner)
-        finally:
-            learner._iterator = real  # noqa: SLF001
 
     return tf.function(update, jit_compile=jit_compile)
 
@@ -133,14 +131,14 @@ class AcmeLearner:
         self._results = results
         self._num_steps = objects_to_save["num_steps"]
         self._acme_class = acme_class or type(learner)
-        self._iterator = learner._iterator  # noqa: SLF001  (the Reverb dataset iterator)
+        self._iterator = acme_adapter.dataset_iterator(learner)  # the Reverb dataset iterator
         self._update: Callable[[Any], Any] | None = None
         self._target_pairs = target_pairs
         self._copy_targets: Callable[[], None] | None = None
         if jit_compile:
             # Sample outside, update inside the compiled function: Acme's step() calls self._step().
             self._update = make_update_function(learner, self._acme_class, jit_compile=True)
-            learner._step = lambda: self._update(next(self._iterator))  # noqa: SLF001
+            acme_adapter.replace_step(learner, lambda: self._update(next(self._iterator)))
         self._checkpointer = None
         if checkpoint_dir is not None:
             self._checkpointer = tf2_savers.Checkpointer(
@@ -247,11 +245,10 @@ def build_d4pg_learner(
     )
     # Adam slots are created lazily; create them now so a checkpoint restore has somewhere to go (and so no
     # variable is created inside a compiled apply).
-    policy_opt._initialize(policy.trainable_variables)  # noqa: SLF001
-    critic_opt._initialize(critic.trainable_variables)  # noqa: SLF001
+    acme_adapter.create_adam_slots(policy_opt, policy.trainable_variables)
+    acme_adapter.create_adam_slots(critic_opt, critic.trainable_variables)
     if config.learner.jit_optimizer:
-        learner._policy_optimizer = _CompiledOptimizer(policy_opt)  # noqa: SLF001
-        learner._critic_optimizer = _CompiledOptimizer(critic_opt)  # noqa: SLF001
+        acme_adapter.wrap_d4pg_optimizers(learner, _CompiledOptimizer)
     objects = {
         "counter": counter,
         "policy": policy,
@@ -260,7 +257,7 @@ def build_d4pg_learner(
         "target_critic": target_critic,
         "policy_optimizer": policy_opt,
         "critic_optimizer": critic_opt,
-        "num_steps": learner._num_steps,  # noqa: SLF001
+        "num_steps": acme_adapter.num_steps(learner),
     }
     targets = (
         (*critic.variables, *policy.variables),
@@ -318,7 +315,7 @@ def build_dqn_learner(
     objects = dict(learner.state)  # the real optimizer (Acme makes its Adam slots eagerly) is what is saved
     objects["counter"] = counter
     if config.learner.jit_optimizer:
-        learner._optimizer = _CompiledOptimizer(learner._optimizer)  # noqa: SLF001
+        acme_adapter.wrap_dqn_optimizer(learner, _CompiledOptimizer)
     return AcmeLearner(
         learner,
         network,
@@ -340,5 +337,6 @@ def make_learner(
     checkpoint_dir: str | Path | None = None,
 ) -> AcmeLearner:
     """Build the configured algorithm's Acme learner (its ``learner_builder``) reading from ``replay_address``."""
+    acme_adapter.check_surface()  # an Acme that moved a private member fails here, not mid-training
     build = algorithms.get(config.algorithm).learner_builder.load()
     return build(config, environment_spec, replay_address, counting.Counter(), _LastResult(), checkpoint_dir)

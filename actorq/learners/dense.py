@@ -13,6 +13,8 @@ from __future__ import annotations
 import sonnet as snt
 import tensorflow as tf
 
+from actorq.learners.acme_adapter import create_linear_variables
+
 
 @tf.custom_gradient
 def einsum_dense(x: tf.Tensor, w: tf.Tensor):
@@ -28,7 +30,7 @@ class EinsumLinear(snt.Linear):
     """``snt.Linear`` with its forward product through :func:`einsum_dense` (rank-2 inputs; others as Sonnet)."""
 
     def __call__(self, inputs: tf.Tensor) -> tf.Tensor:
-        self._initialize(inputs)
+        create_linear_variables(self, inputs)  # Sonnet's private _initialize, through the adapter
         if inputs.shape.rank != 2:
             return super().__call__(inputs)
         outputs = einsum_dense(inputs, self.w)

@@ -7,11 +7,10 @@ import time
 
 import reverb
 
+from actorq.replay.retry import REPLAY_ERRORS, ReplayUnreachableError, backoff_s, first_line
+
+__all__ = ["ReplayUnreachableError", "new_client", "wait_for_server"]
 log = logging.getLogger(__name__)
-
-
-class ReplayUnreachableError(ConnectionError):
-    """The replay server did not answer within the retry budget."""
 
 
 def wait_for_server(address: str, timeout_s: float = 60.0, attempt_timeout_s: int = 2) -> reverb.Client:
@@ -23,7 +22,6 @@ def wait_for_server(address: str, timeout_s: float = 60.0, attempt_timeout_s: in
     if ":" not in address:
         raise ReplayUnreachableError(f"replay address {address!r} is not HOST:PORT (e.g. localhost:8000)")
     deadline = time.monotonic() + timeout_s
-    delay = 0.2
     attempts = 0
     last_error: Exception | None = None
     while True:
@@ -34,16 +32,16 @@ def wait_for_server(address: str, timeout_s: float = 60.0, attempt_timeout_s: in
             if attempts > 1:
                 log.info("connected to replay at %s after %d attempts", address, attempts)
             return client
-        except Exception as exc:  # reverb raises RuntimeError / DeadlineExceededError variants
+        except REPLAY_ERRORS as exc:  # DeadlineExceededError (server_info's timeout), RuntimeError (gRPC)
             last_error = exc
+        delay = backoff_s(attempts)
         if time.monotonic() + delay > deadline:
             raise ReplayUnreachableError(
                 f"replay server at {address} did not answer after {attempts} attempts over {timeout_s:.0f}s "
-                f"({type(last_error).__name__}: {str(last_error).splitlines()[0] if last_error else ''}). "
+                f"({type(last_error).__name__}: {first_line(last_error) if last_error else ''}). "
                 "Check that the replay role is running and the address/port is reachable from this host."
             )
         time.sleep(delay)
-        delay = min(delay * 2, 5.0)
 
 
 def new_client(address: str) -> reverb.Client:

@@ -13,6 +13,9 @@ import threading
 import numpy as np
 import reverb
 
+from actorq.core import WeightsUnavailableError
+from actorq.replay.retry import REPLAY_ERRORS, first_line
+
 log = logging.getLogger(__name__)
 
 
@@ -35,10 +38,10 @@ class ReverbWeightPublisher:
 class ReverbWeightSubscriber:
     """Fetches the newest encoded message from a one-slot table.
 
-    ``latest`` returns None when the table is still empty, and raises when the server does not answer within the
-    timeout (Reverb's DeadlineExceededError, or TimeoutError when a sample does not complete: replay restarting,
-    link down), so callers decide: an actor keeps acting on its last good weights, the quantizer and evaluator
-    retry. One caller at a time.
+    ``latest`` returns None when the table is still empty, and raises ``WeightsUnavailableError`` (chained to
+    Reverb's error, or to a TimeoutError when a sample does not complete) when the server does not answer within
+    the timeout (replay restarting, link down), so callers decide: an actor keeps acting on its last good weights,
+    the quantizer and evaluator retry. One caller at a time.
     """
 
     def __init__(self, client: reverb.Client, table: str, timeout_s: float = 5.0):
@@ -51,6 +54,14 @@ class ReverbWeightSubscriber:
 
     def latest(self, timeout_s: float | None = None) -> np.ndarray | None:
         timeout = max(1, int(round(timeout_s if timeout_s is not None else self._timeout_s)))
+        try:
+            return self._latest(timeout)
+        except (*REPLAY_ERRORS, TimeoutError) as exc:
+            raise WeightsUnavailableError(
+                f"table {self._table!r}: {type(exc).__name__}: {first_line(exc)}"
+            ) from exc
+
+    def _latest(self, timeout: int) -> np.ndarray | None:
         # Sampling an empty table blocks forever (a restarted server starts empty): ask first, with a deadline.
         info = self._client.server_info(timeout=timeout)
         if info[self._table].current_size == 0:
@@ -82,6 +93,6 @@ class ReverbWeightSubscriber:
             try:
                 sample = next(self._client.sample(self._table, num_samples=1))
                 self._result = np.asarray(sample[0].data[0], dtype=np.uint8)
-            except Exception as exc:  # handed to the caller, who raises it
+            except Exception as exc:  # noqa: BLE001  (thread boundary: handed to the caller, who raises it)
                 self._result = exc
             done.set()

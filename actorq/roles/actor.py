@@ -25,6 +25,7 @@ from actorq.envs import environment_spec, make_environment
 from actorq.quantize.signing import WeightsKey
 from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, wait_for_server
 from actorq.replay.experience import make_adders
+from actorq.replay.retry import REPLAY_ERRORS
 from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
 from actorq.roles.policy import build_policy, write_kernel_record
 from actorq.status import ActorStatus
@@ -161,7 +162,7 @@ class ActorRole(RoleBase):
         try:
             with self._watchdog.watch():
                 call(*args)
-        except Exception as exc:  # Reverb's writer raises once its stream to a restarted server is gone
+        except REPLAY_ERRORS as exc:  # Reverb's writer raises once its stream to a restarted server is gone
             self._reconnect(exc)
             return False
         self._failed_writes = 0
@@ -200,7 +201,7 @@ class ActorRole(RoleBase):
             return
         try:
             adders[0].writer.flush(timeout_ms=FLUSH_ON_STOP_MS)
-        except Exception as exc:  # the server is gone or its rate limiter holds them: nothing more to do
+        except REPLAY_ERRORS as exc:  # the server is gone or its rate limiter holds them: nothing more to do
             log.info(
                 "actor %d: last transitions not confirmed on stop (%s)", self.actor_id, type(exc).__name__
             )

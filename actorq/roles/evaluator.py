@@ -33,6 +33,7 @@ from actorq.replay import (
     experience_inserts,
     wait_for_server,
 )
+from actorq.replay.retry import ReplayOutage
 from actorq.roles.common import Periodic, RoleBase
 from actorq.roles.policy import build_policy, greedy_episodes
 from actorq.status import Evaluation, EvaluatorStatus
@@ -76,7 +77,8 @@ class EvaluatorRole(RoleBase):
         self._due = Periodic(config.evaluator.period_s)
         self._first = True
         self.evaluations = 0
-        self.replay_errors = 0
+        # Replay restarting or unreachable: evaluate at the next period instead (never gives up on its own).
+        self._outage = ReplayOutage("evaluator", budget_s=None)
         self.rejected = 0
         self._learner_version = -1  # of the last learner weights evaluated
         self.best_return: float | None = None
@@ -85,18 +87,21 @@ class EvaluatorRole(RoleBase):
             list(previous.evaluations) if isinstance(previous, EvaluatorStatus) else []
         )
 
+    @property
+    def replay_errors(self) -> int:
+        """Failed replay calls so far."""
+        return self._outage.errors
+
     def step(self) -> None:
         if not (self._first or self._due.due()):
             time.sleep(0.1)
             return
-        try:
-            buf = self._learner_sub.latest()
-            inserts, _ = experience_inserts(self._client)
-        except Exception as exc:  # replay restarting or unreachable: evaluate at the next period instead
-            log.warning("evaluator: replay call failed (%s); retrying next period", type(exc).__name__)
-            self.replay_errors += 1
-            time.sleep(1.0)
+        answered, polled = self._outage.attempt(
+            lambda: (self._learner_sub.latest(), experience_inserts(self._client)[0])
+        )
+        if not answered:
             return
+        buf, inserts = polled
         if buf is None:
             time.sleep(0.5)
             return
@@ -163,10 +168,9 @@ class EvaluatorRole(RoleBase):
         return message.learner_step
 
     def _evaluate_quantized(self) -> dict[str, float]:
-        try:
-            buf = self._policy_sub.latest()
-        except Exception as exc:  # replay restarting: skip the quantized half of this evaluation
-            log.warning("evaluator: replay call failed (%s); no quantized evaluation", type(exc).__name__)
+        # Replay restarting: skip the quantized half of this evaluation (no back-off: the fp32 half is done).
+        answered, buf = self._outage.attempt(self._policy_sub.latest, wait=False)
+        if not answered:
             return {}
         if buf is None:
             return {}

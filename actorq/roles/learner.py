@@ -20,6 +20,7 @@ from actorq.learners import configure_tensorflow, make_learner
 from actorq.quantize.codec import encode_message
 from actorq.quantize.signing import LEARNER_STREAM, WeightsKey
 from actorq.replay import LEARNER_WEIGHTS_TABLE, ReverbWeightPublisher, wait_for_server
+from actorq.replay.retry import REPLAY_ERRORS, ReplayOutage
 from actorq.replay.tables import environment_spec_for
 from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
 from actorq.status import LearnerStatus
@@ -43,10 +44,15 @@ class _BackgroundPublisher:
         self.last_ms = 0.0
         self.last_bytes = 0
         self.published = 0
+        self.error: BaseException | None = (
+            None  # what ended the thread (not a replay error), raised by submit
+        )
         self._thread = threading.Thread(target=self._loop, name="weight-publisher", daemon=True)
         self._thread.start()
 
     def submit(self, variables, step: int) -> None:
+        if self.error is not None:
+            raise RuntimeError("the learner's weight publisher thread failed") from self.error
         with self._cv:
             self._pending = (variables, step)
             self._cv.notify()
@@ -76,8 +82,12 @@ class _BackgroundPublisher:
                 self._record.write(step + self._offset, learner_step=step)
                 self.last_bytes = int(buf.nbytes)
                 self.published += 1
-            except Exception:
+            except REPLAY_ERRORS:
                 log.exception("publishing learner weights failed; will retry with the next weights")
+            except Exception as exc:  # thread boundary: logged, then raised in the learner's loop by submit()
+                log.exception("the weight publisher failed")
+                self.error = exc
+                return
             self.last_ms = (time.perf_counter() - started) * 1e3
 
     def close(self, flush: bool = True) -> None:
@@ -136,19 +146,18 @@ class LearnerRole(RoleBase):
         # A step blocks while sampling: on the rate limiter when actors fall behind, or while replay restarts
         # (Reverb's dataset reconnects by itself). Report such stalls while they last.
         self._watchdog = StallWatchdog("learner sample", config.replay.rate_limiter_timeout_s)
-        self._outage_budget_s = connect_timeout_s
-        self._failing_since: float | None = None
-        self.replay_errors = 0
+        # Ride out a replay restart: the dataset blocks until replay is back, so a failed step is just retried.
+        # The update itself was applied; only that batch's priority update is lost. Past connect_timeout_s of
+        # failures the learner exits non-zero and the run stops (resume from the checkpoint).
+        self._outage = ReplayOutage("learner", budget_s=connect_timeout_s)
 
     def step(self) -> None:
         started = time.perf_counter()
-        try:
-            with self._watchdog.watch():
-                self.learner.step()
-        except RuntimeError as exc:  # Reverb client calls (DQN priority updates) fail while replay restarts
-            self._replay_failed(exc)
+        with self._watchdog.watch():
+            # Reverb client calls (DQN priority updates) and the dataset fail while replay restarts.
+            answered, _ = self._outage.attempt(self.learner.step)
+        if not answered:
             return
-        self._failing_since = None
         self._step_time += time.perf_counter() - started
         steps = self.learner.steps
         if steps % self.config.learner.publish_period == 0:
@@ -158,20 +167,10 @@ class LearnerRole(RoleBase):
         if self.config.learner.max_steps and steps >= self.config.learner.max_steps:
             raise _Done
 
-    def _replay_failed(self, exc: RuntimeError) -> None:
-        """Ride out a replay restart: the dataset blocks until replay is back, so just retry the step.
-
-        The update itself was applied; only that batch's priority update is lost. After ``connect_timeout_s`` of
-        failures the error is raised (the learner exits non-zero and the run stops; resume from the checkpoint).
-        """
-        now = time.monotonic()
-        if self._failing_since is None:
-            self._failing_since = now
-            log.warning("learner: replay call failed (%s); retrying", (str(exc).splitlines() or [""])[0])
-        self.replay_errors += 1
-        if now - self._failing_since > self._outage_budget_s:
-            raise exc
-        time.sleep(0.5)
+    @property
+    def replay_errors(self) -> int:
+        """Failed replay calls so far."""
+        return self._outage.errors
 
     def write_metrics(self) -> None:
         now, steps = time.monotonic(), self.learner.steps

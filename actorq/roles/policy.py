@@ -11,14 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
-from actorq.actors.policy import QuantizedPolicy
+from actorq.actors.policy import ActorPolicy
 from actorq.algorithms import Algorithm
 from actorq.config import ExperimentConfig
 from actorq.envs import environment_spec
 from actorq.hardware import hardware_record
 
 
-def build_policy(config: ExperimentConfig, precision: str | None = None, batch: int = 1) -> QuantizedPolicy:
+def build_policy(config: ExperimentConfig, precision: str | None = None, batch: int = 1) -> ActorPolicy:
     """The torch policy for this experiment's task and network at ``precision`` (default: the actor's).
 
     The kernel is verified and timed on this machine at ``batch`` rows per forward (an actor passes its
@@ -27,7 +27,7 @@ def build_policy(config: ExperimentConfig, precision: str | None = None, batch: 
     """
     spec = environment_spec(config.env)
     own = precision is None or precision == config.actor.precision
-    return QuantizedPolicy(
+    return ActorPolicy(
         algorithm=config.algorithm,
         obs_dim=spec.obs_dim,
         out_dim=spec.num_actions,
@@ -41,7 +41,7 @@ def build_policy(config: ExperimentConfig, precision: str | None = None, batch: 
     )
 
 
-def write_kernel_record(directory: Path, policy: QuantizedPolicy) -> None:
+def write_kernel_record(directory: Path, policy: ActorPolicy) -> None:
     """``kernel.json`` in a role's directory: the kernel choice, its error and time, rejections, and the CPU."""
     bytes_per_weight = {"fp32": 4, "fp16": 2, "int8": 1}[policy.precision]
     record = {
@@ -53,7 +53,7 @@ def write_kernel_record(directory: Path, policy: QuantizedPolicy) -> None:
     tmp.replace(directory / "kernel.json")
 
 
-def greedy_episodes(envs: list, policy: QuantizedPolicy, algorithm: Algorithm) -> list[float]:
+def greedy_episodes(envs: list, policy: ActorPolicy, algorithm: Algorithm) -> list[float]:
     """Returns of one episode in each of ``envs`` acting by ``algorithm``'s evaluation rule (no exploration),
     stepped together: one batched forward per step.
 

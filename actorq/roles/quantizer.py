@@ -27,6 +27,7 @@ from actorq.replay import (
     ReverbWeightSubscriber,
     wait_for_server,
 )
+from actorq.replay.retry import ReplayOutage
 from actorq.roles.common import RoleBase, VersionRecord
 from actorq.status import QuantizerStatus
 
@@ -59,10 +60,7 @@ class QuantizerRole(RoleBase):
                 "quantizer PUBLISHES UNSIGNED WEIGHTS (--insecure-weights): actors can't tell them from forged ones"
             )
         client = wait_for_server(address, timeout_s=connect_timeout_s)
-        self._outage_budget_s = connect_timeout_s
-        self._failing_since: float | None = None
-        self._failures = 0
-        self.replay_errors = 0
+        self._outage = ReplayOutage("quantizer", budget_s=connect_timeout_s)
         self._source = ReverbWeightSubscriber(client, LEARNER_WEIGHTS_TABLE)
         self._sink = ReverbWeightPublisher(client, POLICY_TABLE)
         self._policy_sub = ReverbWeightSubscriber(client, POLICY_TABLE)
@@ -99,14 +97,10 @@ class QuantizerRole(RoleBase):
         return version
 
     def step(self) -> None:
-        try:
-            buf = self._source.latest()
-        except (
-            Exception
-        ) as exc:  # replay restarting/unreachable: Reverb raises DeadlineExceeded, RuntimeError
-            self._replay_failed(exc)
+        # Replay restarting or unreachable: back off and poll again; give up (exit non-zero) after the budget.
+        answered, buf = self._outage.attempt(self._source.latest)
+        if not answered:
             return
-        self._failing_since = None
         if buf is None:
             time.sleep(self.config.quantizer.poll_interval_s)
             return
@@ -130,21 +124,10 @@ class QuantizerRole(RoleBase):
             log.error("rejected learner message: %s: %s", type(exc).__name__, exc)
             time.sleep(self.config.quantizer.poll_interval_s)
 
-    def _replay_failed(self, exc: Exception) -> None:
-        """Retry with backoff while replay is away; give up (exit non-zero) after the connect budget."""
-        now = time.monotonic()
-        if self._failing_since is None:
-            self._failing_since, self._failures = now, 0
-            log.warning(
-                "replay call failed (%s: %s); retrying",
-                type(exc).__name__,
-                (str(exc).splitlines() or [""])[0],
-            )
-        self.replay_errors += 1
-        self._failures += 1
-        if now - self._failing_since > self._outage_budget_s:
-            raise RuntimeError(f"replay unreachable for {now - self._failing_since:.0f}s") from exc
-        time.sleep(min(0.25 * 2**self._failures, 5.0))
+    @property
+    def replay_errors(self) -> int:
+        """Failed replay calls so far."""
+        return self._outage.errors
 
     def quantize_and_publish(self, buf) -> None:
         """Decode fp32 learner weights (``buf``, already authenticated by ``step``), map to torch keys, encode at

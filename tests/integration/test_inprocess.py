@@ -7,12 +7,12 @@ import json
 import os
 import signal
 import threading
-import time
 
 import pytest
 
 from actorq.launchers.inprocess import run_inprocess
 from tests.conftest import tiny_config
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -67,14 +67,16 @@ def test_sigterm_stops_the_learner_first_and_writes_the_summary(tmp_path):
     learner_rows = tmp_path / "learner" / "metrics.csv"
     sent = threading.Event()
 
+    def learner_stepped() -> bool:
+        return learner_rows.exists() and len(learner_rows.read_text().splitlines()) >= 2
+
     def send_sigterm_once_the_learner_steps():
-        deadline = time.monotonic() + 150
-        while time.monotonic() < deadline:
-            if learner_rows.exists() and len(learner_rows.read_text().splitlines()) >= 2:
-                sent.set()
-                os.kill(os.getpid(), signal.SIGTERM)
-                return
-            time.sleep(0.2)  # polling a file for a condition, bounded by the deadline above
+        try:
+            wait_until(learner_stepped, 150, "the learner's first metrics row", poll_s=0.2)
+        except AssertionError:
+            return  # `sent` stays unset: the test reports it below
+        sent.set()
+        os.kill(os.getpid(), signal.SIGTERM)
 
     killer = threading.Thread(target=send_sigterm_once_the_learner_steps, daemon=True)
     killer.start()

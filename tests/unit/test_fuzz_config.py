@@ -10,15 +10,27 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 import typing
 from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from actorq.config import ConfigError, ExperimentConfig, config_from_dict, load_config, to_dict
+from actorq.config import (
+    ALGORITHMS,
+    COMM_BITS,
+    LAUNCHERS,
+    PRECISIONS,
+    SUITES,
+    ConfigError,
+    ExperimentConfig,
+    config_from_dict,
+    load_config,
+    to_dict,
+)
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -74,12 +86,64 @@ overrides = st.lists(
 )
 
 
+# Counts that must be at least 1, checked here independently of validate(), so an accepted config is known sound.
+COUNTS = (
+    "actor.num_actors",
+    "actor.envs_per_actor",
+    "actor.update_period",
+    "actor.threads",
+    "learner.batch_size",
+    "learner.publish_period",
+    "replay.max_size",
+    "replay.min_size",
+    "replay.n_step",
+    "evaluator.episodes",
+)
+
+
+def _get(config: ExperimentConfig, path: str):
+    node = config
+    for part in path.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def _has_type(value, hint) -> bool:
+    if typing.get_origin(hint) is tuple:
+        return isinstance(value, tuple) and all(_has_type(v, typing.get_args(hint)[0]) for v in value)
+    if typing.get_args(hint):  # float | None
+        return any(_has_type(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, float) and math.isfinite(value)
+    return isinstance(value, hint) and (hint is bool or not isinstance(value, bool))
+
+
+def _assert_sound(config: ExperimentConfig) -> None:
+    """What an accepted config must be, whatever validate() does: typed, finite, in range, and it round-trips."""
+    assert isinstance(config, ExperimentConfig)
+    for path in PATHS:
+        section, _, name = path.rpartition(".")
+        owner = _get(config, section) if section else config
+        hint = typing.get_type_hints(type(owner))[name]
+        assert _has_type(_get(config, path), hint), f"accepted {path}={_get(config, path)!r}, not {hint}"
+    assert config.algorithm in ALGORITHMS and config.env.suite in SUITES and config.launcher in LAUNCHERS
+    assert config.actor.precision in (*PRECISIONS, "auto")
+    assert config.quantizer.comm_bits in (0, *COMM_BITS)
+    for path in COUNTS:
+        assert _get(config, path) >= 1, f"accepted {path}={_get(config, path)}"
+    assert config.max_minutes >= 0 and config.max_actor_steps >= 0
+    assert config_from_dict(to_dict(config)) == config
+
+
 def _only_config_error(fn, *args) -> None:
+    """``fn(*args)`` either raises ConfigError or returns a sound config (never any other error)."""
     try:
         result = fn(*args)
     except ConfigError:
         return
-    assert isinstance(result, ExperimentConfig)
+    _assert_sound(result)
 
 
 @FUZZ
@@ -90,6 +154,14 @@ def test_arbitrary_mappings(data, extra):
 
 @FUZZ
 @given(path=st.sampled_from(PATHS), value=values, extra=overrides)
+# Always run: each of these must be refused, so a validate() that accepted everything fails here on every run.
+@example(path="actor.num_actors", value=-1, extra=[])
+@example(path="learner.batch_size", value=0, extra=[])
+@example(path="actor.precision", value="int4", extra=[])
+@example(path="launcher", value="cluster", extra=[])
+@example(path="quantizer.comm_bits", value=3, extra=[])
+@example(path="replay.discount", value=float("nan"), extra=[])
+@example(path="max_minutes", value=-1.0, extra=[])
 def test_valid_config_with_one_field_replaced(path, value, extra):
     data = yaml.safe_load(yaml.safe_dump(VALID))
     node = data

@@ -1,7 +1,7 @@
 """Fuzzing the weight-message path of an actor: hostile bytes never crash it and never change its policy.
 
 Each case feeds one message through the actor's real pull path (``QuantizedActor.update`` -> ``read_header``
-(authenticating with the run's key) -> ``decode_message`` -> ``QuantizedPolicy.apply``) from a subscriber that
+(authenticating with the run's key) -> ``decode_message`` -> ``ActorPolicy.apply``) from a subscriber that
 returns whatever the case built: random bytes, truncations, bit flips, messages for another network, NaN/Inf
 weights, replayed old versions, and forgeries (well formed with a valid crc but unsigned, signed with another key,
 or carrying a copied tag). The actor must not raise, must keep its version and its outputs bit for bit, and must
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actorq.actors.actor import QuantizedActor
-from actorq.actors.policy import QuantizedPolicy
+from actorq.actors.policy import ActorPolicy
 from actorq.networks.mapping import torch_state_shapes
 from actorq.quantize.codec import (
     UnauthenticatedMessageError,
@@ -83,7 +83,7 @@ BASE = {bits: _message(APPLIED_VERSION, bits) for bits in (32, 16, 8, 4)}
 @pytest.fixture(scope="module")
 def actor_setup():
     config = tiny_config("dqn")
-    policy = QuantizedPolicy("dqn", OBS_DIM, OUT_DIM, LAYERS, precision="int8")
+    policy = ActorPolicy("dqn", OBS_DIM, OUT_DIM, LAYERS, precision="int8")
     subscriber = StaticSubscriber()
     actor = QuantizedActor(config, policy, None, subscriber, actor_id=0, seed=0, key=TEST_KEY)
     subscriber.buffer = BASE[8]
@@ -178,7 +178,7 @@ def test_replaying_the_applied_version_is_ignored_not_counted(actor_setup):
 
 def test_a_valid_newer_message_is_applied_and_changes_outputs():
     config = tiny_config("dqn")
-    policy = QuantizedPolicy("dqn", OBS_DIM, OUT_DIM, LAYERS, precision="int8")
+    policy = ActorPolicy("dqn", OBS_DIM, OUT_DIM, LAYERS, precision="int8")
     subscriber = StaticSubscriber()
     actor = QuantizedActor(config, policy, None, subscriber, key=TEST_KEY)
     subscriber.buffer = BASE[8]
@@ -203,7 +203,7 @@ def test_decoder_raises_only_weight_message_errors(data, cut):
 def test_async_updater_counts_rejections_and_keeps_weights():
     """The background updater thread takes the same path: bad messages counted, the good one installed."""
     config = tiny_config("dqn", **{"actor.async_update": True})
-    policy = QuantizedPolicy("dqn", OBS_DIM, OUT_DIM, LAYERS, precision="int8")
+    policy = ActorPolicy("dqn", OBS_DIM, OUT_DIM, LAYERS, precision="int8")
     subscriber = StaticSubscriber()
     actor = QuantizedActor(config, policy, None, subscriber, key=TEST_KEY)
     try:

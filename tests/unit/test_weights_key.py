@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from actorq.actors.actor import QuantizedActor
-from actorq.actors.policy import QuantizedPolicy
+from actorq.actors.policy import ActorPolicy
 from actorq.launchers.topology import role_command, topology
 from actorq.networks.mapping import torch_state_shapes
 from actorq.quantize.codec import encode_message
@@ -147,7 +147,7 @@ def _signed(version: int, key=TEST_KEY, seed: int = 0) -> np.ndarray:
 
 def _actor(record: VersionRecord, key=TEST_KEY) -> tuple[QuantizedActor, _Table]:
     table = _Table()
-    policy = QuantizedPolicy("dqn", OBS, OUT, LAYERS, precision="int8")
+    policy = ActorPolicy("dqn", OBS, OUT, LAYERS, precision="int8")
     actor = QuantizedActor(tiny_config("dqn"), policy, None, table, key=key, on_install=record.write)
     actor.weights.floor = record.read()
     return actor, table

@@ -5,7 +5,7 @@ The probe is a weight message shaped like the real one (the policy's own layer s
 unit activation variance) and observations ~ N(0, 1), evaluated at the actor's batch size. Full-range codes are
 what exposes int16 saturation in int8 GEMMs on CPUs without VNNI; a learner's real weights may only do so later,
 which is why the same check runs again on the first real weight message
-(:meth:`actorq.actors.policy.QuantizedPolicy.prepare`).
+(:meth:`actorq.actors.policy.ActorPolicy.prepare`).
 
 A second probe, the **saturation probe** (:func:`saturation_tensors`), is built so that an int8 GEMM whose
 int16 pair sums clip cannot hide within the bounds: every activation entering a hidden or head layer is the same

@@ -24,7 +24,7 @@ from actorq.actors.kernels.verify import (
     verify,
     verify_probes,
 )
-from actorq.actors.policy import QuantizedPolicy
+from actorq.actors.policy import ActorPolicy
 from actorq.algorithms import dqn
 from actorq.config import KERNELS, ConfigError, load_config
 from actorq.hardware import cpu_fingerprint, cpu_info, read_bandwidth_gbs
@@ -188,7 +188,7 @@ def test_actor_falls_back_when_its_kernel_fails_on_the_first_real_message(regist
         "_choose",
         lambda timings, precision: sorted(timings, key=lambda n: n != BrokenLater.name),
     )
-    policy = QuantizedPolicy("dqn", 4, 2, (32, 32), "fp32", use_cache=False)
+    policy = ActorPolicy("dqn", 4, 2, (32, 32), "fp32", use_cache=False)
     assert policy.kernel_name == "fp32/broken-later"
     monkeypatch.setattr(BrokenLater, "broken", True)
 
@@ -218,7 +218,7 @@ def test_actor_falls_back_when_its_kernel_fails_on_the_first_real_message(regist
     actor.close()
 
 
-def spec_state(policy: QuantizedPolicy) -> dict[str, torch.Tensor]:
+def spec_state(policy: ActorPolicy) -> dict[str, torch.Tensor]:
     torch.manual_seed(3)
     return policy.spec.float_model().state_dict()
 
@@ -227,7 +227,7 @@ def test_a_named_kernel_that_fails_on_the_first_message_stops_with_a_clear_error
     registry(BrokenLater)
     monkeypatch.setattr(BrokenLater, "broken", False)
     monkeypatch.setattr(registry_module, "KERNELS", {**KERNELS, "fp32": (*KERNELS["fp32"], "broken-later")})
-    policy = QuantizedPolicy("dqn", 4, 2, (32, 32), "fp32", kernel="broken-later", use_cache=False)
+    policy = ActorPolicy("dqn", 4, 2, (32, 32), "fp32", kernel="broken-later", use_cache=False)
     monkeypatch.setattr(BrokenLater, "broken", True)
     with pytest.raises(KernelVerificationError, match="actor.precision=fp32"):
         policy.load_state({k: v.numpy() for k, v in spec_state(policy).items()})
@@ -237,9 +237,9 @@ def test_a_named_kernel_that_fails_on_the_first_message_stops_with_a_clear_error
 def test_choice_is_cached_and_a_stale_cache_entry_is_verified_again(registry, tmp_path, monkeypatch):
     cache = tmp_path / "kernels.json"
     monkeypatch.setenv("ACTORQ_KERNEL_CACHE", str(cache))
-    first = QuantizedPolicy("d4pg", OBS, OUT, LAYERS, "int8")
+    first = ActorPolicy("d4pg", OBS, OUT, LAYERS, "int8")
     assert not first.selection.cached and cache.is_file()
-    second = QuantizedPolicy("d4pg", OBS, OUT, LAYERS, "int8")
+    second = ActorPolicy("d4pg", OBS, OUT, LAYERS, "int8")
     assert second.selection.cached and second.kernel_name == first.kernel_name
     # A cache entry naming a kernel that is wrong here (another machine's, a tampered file) is not trusted.
     registry(SaturatingInt8)
@@ -247,11 +247,11 @@ def test_choice_is_cached_and_a_stale_cache_entry_is_verified_again(registry, tm
     for entry in data.values():
         entry["kernel"], entry["order"] = "int8/saturating", ["int8/saturating"]
     cache.write_text(json.dumps(data))
-    third = QuantizedPolicy("d4pg", OBS, OUT, LAYERS, "int8")
+    third = ActorPolicy("d4pg", OBS, OUT, LAYERS, "int8")
     assert not third.selection.cached and third.kernel_name != "int8/saturating"
     assert "int8/saturating" in {r["kernel"] for r in third.selection.rejected}
     cache.write_text("{not json")  # an unreadable cache is ignored, not fatal
-    assert QuantizedPolicy("d4pg", OBS, OUT, LAYERS, "int8").kernel_name == third.kernel_name
+    assert ActorPolicy("d4pg", OBS, OUT, LAYERS, "int8").kernel_name == third.kernel_name
 
 
 def test_auto_keeps_fp32_unless_another_precision_is_clearly_faster():
@@ -263,7 +263,7 @@ def test_auto_keeps_fp32_unless_another_precision_is_clearly_faster():
 
 
 def test_auto_precision_resolves_to_a_verified_kernel():
-    policy = QuantizedPolicy("dqn", 4, 2, (16,), "auto", use_cache=False)
+    policy = ActorPolicy("dqn", 4, 2, (16,), "auto", use_cache=False)
     assert policy.precision in ("fp32", "fp16", "int8") and policy.kernel_name in policy.selection.order
     fp32 = [n for n in policy.selection.timings_us if n.startswith("fp32/")]
     assert fp32  # fp32 was measured beside the others, so "never slower than fp32" is decided on this machine

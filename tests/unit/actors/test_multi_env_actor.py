@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from actorq.actors.actor import QuantizedActor
-from actorq.actors.policy import QuantizedPolicy
+from actorq.actors.policy import ActorPolicy
 from actorq.algorithms.d4pg import exploration_sigma
 from actorq.algorithms.dqn import exploration_epsilon
 from tests.conftest import tiny_config
@@ -37,7 +37,7 @@ class _Adder:
 def _actor(algorithm: str, envs: int, actor_id: int, adders=None, bound=1.0, **changes) -> QuantizedActor:
     config = tiny_config(algorithm, **{"actor.envs_per_actor": envs, **changes})
     out = 2 if algorithm == "dqn" else 1
-    policy = QuantizedPolicy(algorithm, OBS, out, LAYERS, precision="fp32", batch=envs, use_cache=False)
+    policy = ActorPolicy(algorithm, OBS, out, LAYERS, precision="fp32", batch=envs, use_cache=False)
     return QuantizedActor(
         config,
         policy,

@@ -1,4 +1,4 @@
-"""QuantizedPolicy: weight messages at every comm width, mismatches, prepare/install, inference I/O.
+"""ActorPolicy: weight messages at every comm width, mismatches, prepare/install, inference I/O.
 
 Errors are relative to the action range (D4PG, bounds [-2, 2]) or to max |Q| (DQN). Measured on these
 networks (64x64, torch default init, random biases and LayerNorm), max over 128 inputs ~ N(0, 2^2):
@@ -32,7 +32,7 @@ import torch
 
 from actorq.actors.kernels import CANDIDATES, KernelVerificationError, PolicySpec, Selection, select_kernel
 from actorq.actors.kernels.base import int8_codes
-from actorq.actors.policy import QuantizedPolicy
+from actorq.actors.policy import ActorPolicy
 from actorq.networks.torch_nets import D4PGPolicy, QNetwork
 from actorq.quantize.codec import (
     MissingTensorError,
@@ -63,7 +63,7 @@ def status():
     return get
 
 
-def make_policy(status, name: str, algorithm: str = "d4pg", out_dim: int = 3) -> QuantizedPolicy | None:
+def make_policy(status, name: str, algorithm: str = "d4pg", out_dim: int = 3) -> ActorPolicy | None:
     """The policy running kernel ``name``, or None after checking that a kernel rejected here is refused."""
     selection = status(algorithm, out_dim)
     if name in selection.unavailable:
@@ -71,9 +71,9 @@ def make_policy(status, name: str, algorithm: str = "d4pg", out_dim: int = 3) ->
     precision, kernel = name.split("/")
     if name not in selection.order:
         with pytest.raises(KernelVerificationError, match=name):
-            QuantizedPolicy(algorithm, OBS, out_dim, LAYERS, precision, -2.0, 2.0, kernel=kernel)
+            ActorPolicy(algorithm, OBS, out_dim, LAYERS, precision, -2.0, 2.0, kernel=kernel)
         return None
-    return QuantizedPolicy(algorithm, OBS, out_dim, LAYERS, precision, -2.0, 2.0, kernel=kernel)
+    return ActorPolicy(algorithm, OBS, out_dim, LAYERS, precision, -2.0, 2.0, kernel=kernel)
 
 
 def reference(algorithm: str, out_dim: int, layers=LAYERS, seed: int = 0):
@@ -142,7 +142,7 @@ def test_int8_kernel_adds_only_activation_rounding(status, name, inputs):
     _, state = reference("d4pg", 3)
     msg = decode_message(message(state, 8))
     policy.apply(msg)
-    fp32 = QuantizedPolicy("d4pg", OBS, 3, LAYERS, "fp32", -2.0, 2.0, kernel="torch")
+    fp32 = ActorPolicy("d4pg", OBS, 3, LAYERS, "fp32", -2.0, 2.0, kernel="torch")
     fp32.apply(msg)
     error = np.abs(policy(inputs) - fp32(inputs)).max() / 4.0
     assert 0 < error <= PRECISION_BOUND["int8"]
@@ -192,13 +192,13 @@ def test_prepare_install_equals_apply(status, name, inputs):
     b.install(prepared["p"])
     np.testing.assert_array_equal(b(inputs), a(inputs))
     assert b.version == 2
-    with pytest.raises(ValueError, match="another QuantizedPolicy"):
+    with pytest.raises(ValueError, match="another ActorPolicy"):
         a.install(prepared["p"])
 
 
 def test_call_shapes_dtypes_and_bounds():
     _, state = reference("d4pg", 3)
-    policy = QuantizedPolicy("d4pg", OBS, 3, LAYERS, "int8", [-2.0, -1.0, 0.0], [2.0, 1.0, 0.5], threads=1)
+    policy = ActorPolicy("d4pg", OBS, 3, LAYERS, "int8", [-2.0, -1.0, 0.0], [2.0, 1.0, 0.5], threads=1)
     policy.load_state(state)
     assert torch.get_num_threads() == 1
     assert policy.precision == "int8" and policy.kernel_name in policy.selection.order
@@ -218,16 +218,16 @@ def test_call_shapes_dtypes_and_bounds():
 
 def test_expected_shapes_match_the_torch_state_dict():
     for algorithm, model in (("d4pg", D4PGPolicy(OBS, 3, LAYERS)), ("dqn", QNetwork(OBS, 4, LAYERS))):
-        policy = QuantizedPolicy(algorithm, OBS, 3 if algorithm == "d4pg" else 4, LAYERS, "fp32")
+        policy = ActorPolicy(algorithm, OBS, 3 if algorithm == "d4pg" else 4, LAYERS, "fp32")
         assert policy.expected_shapes() == {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
 def test_invalid_arguments():
     with pytest.raises(ValueError, match="precision"):
-        QuantizedPolicy("d4pg", OBS, 3, LAYERS, "int4")
+        ActorPolicy("d4pg", OBS, 3, LAYERS, "int4")
     with pytest.raises(ValueError, match="kernel"):
-        QuantizedPolicy("d4pg", OBS, 3, LAYERS, "int8", kernel="half")
+        ActorPolicy("d4pg", OBS, 3, LAYERS, "int8", kernel="half")
     with pytest.raises(ValueError, match="kernel 'bogus' is not one of auto, ort-u8"):
-        QuantizedPolicy("d4pg", OBS, 3, LAYERS, "int8", kernel="bogus")
+        ActorPolicy("d4pg", OBS, 3, LAYERS, "int8", kernel="bogus")
     with pytest.raises(ValueError, match="algorithm"):
-        QuantizedPolicy("ppo", OBS, 3, LAYERS, "int8")
+        ActorPolicy("ppo", OBS, 3, LAYERS, "int8")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
+from actorq.bench import acme_program
 from actorq.bench.acme_program import PeriodicEvaluator, RunDirLogger, _stop_reason, policy_bytes
 from actorq.metrics import MetricsWriter, read_metrics
 from tests.conftest import tiny_config
@@ -38,13 +39,19 @@ def test_periodic_evaluator_writes_evaluations_and_counts(tmp_path):
     assert counts[-1]["step"] == 1200 and counts[-1]["learner_steps"] == 30
 
 
-def test_run_dir_logger_writes_rates(tmp_path):
-    logger = RunDirLogger(str(tmp_path), "learner", "learner_steps", period_s=0.0)
-    time.sleep(0.05)
+def test_run_dir_logger_writes_rates_once_per_period(tmp_path, monkeypatch):
+    clock = SimpleNamespace(now=1000.0)  # the logger's clock, moved by hand: no sleeping, exact rates
+    monkeypatch.setattr(acme_program, "time", SimpleNamespace(time=lambda: clock.now))
+    logger = RunDirLogger(str(tmp_path), "learner", "learner_steps", period_s=1.0)
+    clock.now += 2.0
     logger.write({"learner_steps": 10})
+    clock.now += 0.5
+    logger.write({"learner_steps": 20})  # within the period: not written
+    clock.now += 1.5
+    logger.write({"learner_steps": 40})
     logger.close()
-    (row,) = read_metrics(tmp_path / "learner" / "metrics.csv")
-    assert row["step"] == 10 and 0 < row["steps_per_s"] <= 10 / 0.05 + 1
+    rows = read_metrics(tmp_path / "learner" / "metrics.csv")
+    assert [(r["step"], r["elapsed"], r["steps_per_s"]) for r in rows] == [(10, 2.0, 5.0), (40, 4.0, 15.0)]
 
 
 def test_stop_reasons(tmp_path):

@@ -106,7 +106,7 @@ def test_measure_counts_a_window_and_makes_every_pull_a_new_broadcast():
 
 
 def test_bench_config_and_reference_weights_fit_the_actor_policy():
-    from actorq.actors.policy import QuantizedPolicy
+    from actorq.actors.policy import ActorPolicy
     from actorq.envs import environment_spec
     from actorq.quantize.codec import decode_message, encode_message
 
@@ -116,7 +116,7 @@ def test_bench_config_and_reference_weights_fit_the_actor_policy():
     assert cfg.actor.precision == "int8" and cfg.comm_bits == 8
     state = reference_state(cfg, seed=1)
     spec = environment_spec(cfg.env)
-    policy = QuantizedPolicy("d4pg", spec.obs_dim, spec.num_actions, (32, 32), "int8", spec.action_low,
+    policy = ActorPolicy("d4pg", spec.obs_dim, spec.num_actions, (32, 32), "int8", spec.action_low,
                              spec.action_high)  # fmt: skip
     buf = encode_message(state, version=1, learner_step=0, precision="int8", comm_bits=8)
     policy.apply(decode_message(buf, expected=policy.expected_shapes()))

@@ -32,7 +32,7 @@ import pytest
 import torch
 
 from actorq.actors.kernels import CANDIDATES, KernelVerificationError, PolicySpec, select_kernel
-from actorq.actors.policy import QuantizedPolicy
+from actorq.actors.policy import ActorPolicy
 from actorq.networks.mapping import MappingError, mapping_table, tf_to_torch_state, torch_state_shapes
 from actorq.networks.torch_nets import D4PGPolicy, QNetwork
 
@@ -55,9 +55,9 @@ def policy_for(name: str, algorithm: str, obs_dim: int, out_dim: int, layers, lo
     precision, kernel = name.split("/")
     if name not in selection.order:
         with pytest.raises(KernelVerificationError, match=name):
-            QuantizedPolicy(algorithm, obs_dim, out_dim, layers, precision, low, high, kernel=kernel)
+            ActorPolicy(algorithm, obs_dim, out_dim, layers, precision, low, high, kernel=kernel)
         return None
-    return QuantizedPolicy(algorithm, obs_dim, out_dim, layers, precision, low, high, kernel=kernel)
+    return ActorPolicy(algorithm, obs_dim, out_dim, layers, precision, low, high, kernel=kernel)
 
 
 @pytest.fixture(scope="module")
@@ -131,11 +131,9 @@ def test_d4pg_torch_twin_matches_tf(tf_env, obs_dim, act_dim, layers):
     assert np.abs(2 * (expected - low) / (high - low) - 1).max() > 0.5
     # The int8 actor this machine picks for the same weights (the paper's 3x2048 included) is within the bound
     # the verification promises, and so is every int8 kernel it verified.
-    int8 = QuantizedPolicy("d4pg", obs_dim, act_dim, layers, "int8", low, high, use_cache=False)
+    int8 = ActorPolicy("d4pg", obs_dim, act_dim, layers, "int8", low, high, use_cache=False)
     for name in int8.selection.order:
-        policy = QuantizedPolicy(
-            "d4pg", obs_dim, act_dim, layers, "int8", low, high, kernel=name.split("/")[1]
-        )
+        policy = ActorPolicy("d4pg", obs_dim, act_dim, layers, "int8", low, high, kernel=name.split("/")[1])
         policy.load_state(state)
         assert (np.abs(policy(x) - expected) / (high - low)).max() <= 0.03, name
 

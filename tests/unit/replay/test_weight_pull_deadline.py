@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from actorq.core import WeightsUnavailableError
 from actorq.replay.weights import ReverbWeightSubscriber
 
 
@@ -38,8 +39,9 @@ def test_blocked_sample_times_out_and_is_collected_later_without_piling_up():
     subscriber = ReverbWeightSubscriber(client, "policy", timeout_s=1.0)
     for _ in range(2):
         started = time.monotonic()
-        with pytest.raises(TimeoutError):
+        with pytest.raises(WeightsUnavailableError, match="TimeoutError") as err:
             subscriber.latest()
+        assert isinstance(err.value.__cause__, TimeoutError)
         assert time.monotonic() - started < 3.0  # bounded by the deadline, not by the outage
     assert (
         client.samples == 1

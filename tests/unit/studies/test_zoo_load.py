@@ -349,10 +349,7 @@ def test_env_id_mapping() -> None:
     with pytest.raises(zoo_env.ZooConfigError, match="differ from the policy's"):
         zoo_env.map_env_id("CartPole-v1", pendulum.observation_space, pendulum.action_space)
     # An id that is registered but cannot be built here moves to the next newer version with the same spaces.
-    try:
-        gym.make("Hopper-v4").close()
-    except Exception:  # noqa: BLE001 - mujoco missing on this machine
-        pytest.skip("gymnasium MuJoCo envs need the mujoco package")
+    # mujoco is a pinned dependency (pyproject, requirements.in): Hopper-v4 must build; no skip hides its absence.
     hopper = gym.make("Hopper-v4")
     assert zoo_env.map_env_id("Hopper-v3", hopper.observation_space, hopper.action_space) == "Hopper-v4"
 
