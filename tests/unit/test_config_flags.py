@@ -22,6 +22,7 @@ EXISTING = {
     "--max-actor-steps": "max_actor_steps",
     "--target-return": "target_return",
     "--seed": "seed",
+    "--ray-address": "ray.address",
 }
 
 

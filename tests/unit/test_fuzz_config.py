@@ -19,8 +19,8 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from actorq import algorithms
 from actorq.config import (
-    ALGORITHMS,
     COMM_BITS,
     LAUNCHERS,
     PRECISIONS,
@@ -128,7 +128,9 @@ def _assert_sound(config: ExperimentConfig) -> None:
         owner = _get(config, section) if section else config
         hint = typing.get_type_hints(type(owner))[name]
         assert _has_type(_get(config, path), hint), f"accepted {path}={_get(config, path)!r}, not {hint}"
-    assert config.algorithm in ALGORITHMS and config.env.suite in SUITES and config.launcher in LAUNCHERS
+    assert (
+        config.algorithm in algorithms.names() and config.env.suite in SUITES and config.launcher in LAUNCHERS
+    )
     assert config.actor.precision in (*PRECISIONS, "auto")
     assert config.quantizer.comm_bits in (0, *COMM_BITS)
     for path in COUNTS:
