@@ -27,7 +27,7 @@ from actorq.replay import (
     ReverbWeightSubscriber,
     wait_for_server,
 )
-from actorq.replay.retry import ReplayOutage
+from actorq.replay.retry import REPLAY_ERRORS, ReplayOutage
 from actorq.roles.common import RoleBase, VersionRecord
 from actorq.status import QuantizerStatus
 
@@ -84,7 +84,7 @@ class QuantizerRole(RoleBase):
             buf = self._policy_sub.latest()
             if buf is not None:  # only a message of this run counts: a forged one could claim any version
                 in_table = read_header(buf, key=self._key, stream=POLICY_STREAM).version
-        except (WeightMessageError, Exception) as exc:  # an unreadable old message must not stop us
+        except (WeightMessageError, *REPLAY_ERRORS) as exc:  # an unreadable old message must not stop us
             log.warning("could not read the current policy message (%s)", exc)
         version = max(in_table, recorded)
         if version:
