@@ -250,8 +250,12 @@ def test_choice_is_cached_and_a_stale_cache_entry_is_verified_again(registry, tm
     third = ActorPolicy("d4pg", OBS, OUT, LAYERS, "int8")
     assert not third.selection.cached and third.kernel_name != "int8/saturating"
     assert "int8/saturating" in {r["kernel"] for r in third.selection.rejected}
-    cache.write_text("{not json")  # an unreadable cache is ignored, not fatal
-    assert ActorPolicy("d4pg", OBS, OUT, LAYERS, "int8").kernel_name == third.kernel_name
+    cache.write_text("{not json")  # an unreadable cache is ignored, not fatal: the kernels are selected afresh
+    fourth = ActorPolicy("d4pg", OBS, OUT, LAYERS, "int8")
+    # Not necessarily third's kernel: a fresh selection times the verified kernels again, and where two run
+    # equally fast (ort-u8 and ort-s8 on VNNI CPUs) either may win.
+    assert not fourth.selection.cached and fourth.kernel_name in third.selection.order
+    assert fourth.kernel_name != "int8/saturating"
 
 
 def test_auto_keeps_fp32_unless_another_precision_is_clearly_faster():
