@@ -250,7 +250,8 @@ def test_choice_is_cached_and_a_stale_cache_entry_is_verified_again(registry, tm
     third = ActorPolicy("d4pg", OBS, OUT, LAYERS, "int8")
     assert not third.selection.cached and third.kernel_name != "int8/saturating"
     assert "int8/saturating" in {r["kernel"] for r in third.selection.rejected}
-    cache.write_text("{not json")  # an unreadable cache is ignored, not fatal: the kernels are selected afresh
+    # An unreadable cache is ignored, not fatal: the kernels are selected afresh.
+    cache.write_text("{not json")
     fourth = ActorPolicy("d4pg", OBS, OUT, LAYERS, "int8")
     # Not necessarily third's kernel: a fresh selection times the verified kernels again, and where two run
     # equally fast (ort-u8 and ort-s8 on VNNI CPUs) either may win.
