@@ -117,33 +117,40 @@ reproduce: $(STAMP)
 # About 16 h in all (each run's budget + ~1 min to start and stop). REPRODUCE_SUBSET=1 runs the subset that fits
 # 90 minutes: DQN CartPole-v1 only, spi 1 only, fp32/fp16/int8 x 5 seeds, 4 min per run (15 runs, ~75 min).
 # Results go to the ignored $(REPRODUCE_CPU_OUT); curate them under reports/ with the commit and CPU.
+# CPU_RECORDS=DIR keeps each task's curated run records in DIR/<task>/records instead, and counts a run with a
+# finished record there as done: the project's own grid goes on across sessions from the records committed in
+# reports/experiments/table2-cpu (`make reproduce-cpu CPU_RECORDS=reports/experiments/table2-cpu`).
 REPRODUCE_CPU_OUT ?= runs/reproduce-cpu
+CPU_RECORDS ?=
 CPU_SEEDS ?= 5
 REPRODUCE_SUBSET ?=
 # Appended to every experiment, e.g. a plumbing check: CPU_SEEDS=1 REPRODUCE_CPU_ARGS="--max-actor-steps 1500"
 REPRODUCE_CPU_ARGS ?=
 CPU_GRID = $(VENV)/bin/actorq experiment --precisions fp32,fp16,int8 --seeds $(CPU_SEEDS) --actors 2 $(REPRODUCE_CPU_ARGS)
+# The folder `actorq report` reads for task $(1): its records (CPU_RECORDS) or its experiment directory.
+cpu_task = $(if $(CPU_RECORDS),$(CPU_RECORDS)/$(1)/records,$(REPRODUCE_CPU_OUT)/$(1))
+cpu_records = $(if $(CPU_RECORDS),--records $(CPU_RECORDS)/$(1)/records)
 reproduce-cpu: $(STAMP)
 	@grep -m1 'model name' /proc/cpuinfo; nproc
 	@set -u; status=0; \
 	if [ -n "$(REPRODUCE_SUBSET)" ]; then \
 	  echo "==> subset: DQN CartPole-v1, spi 1, fp32/fp16/int8 x $(CPU_SEEDS) seeds, 4 min per run: expect ~75 min at 5 seeds"; \
 	  $(CPU_GRID) configs/dqn/gym_cartpole.yaml --sweep replay.samples_per_insert=1 --max-minutes 4 \
-	    --out $(REPRODUCE_CPU_OUT)/subset_dqn_cartpole || status=$$?; \
-	  tasks="$(REPRODUCE_CPU_OUT)/subset_dqn_cartpole"; \
+	    --out $(REPRODUCE_CPU_OUT)/subset_dqn_cartpole $(call cpu_records,subset_dqn_cartpole) || status=$$?; \
+	  tasks="$(call cpu_task,subset_dqn_cartpole)"; \
 	else \
 	  echo "==> full grid: 3 tasks x 3 precisions x $(CPU_SEEDS) seeds x 2 spi (90 runs at 5 seeds): expect ~16 h (resumable)"; \
 	  $(CPU_GRID) configs/dqn/gym_cartpole.yaml --sweep replay.samples_per_insert=1,8 --max-minutes 6 \
-	    --out $(REPRODUCE_CPU_OUT)/dqn_cartpole || status=$$?; \
+	    --out $(REPRODUCE_CPU_OUT)/dqn_cartpole $(call cpu_records,dqn_cartpole) || status=$$?; \
 	  [ $$status -eq 130 ] || $(CPU_GRID) configs/dqn/gym_acrobot.yaml --sweep replay.samples_per_insert=1,8 \
-	    --max-minutes 8 --out $(REPRODUCE_CPU_OUT)/dqn_acrobot || status=$$?; \
+	    --max-minutes 8 --out $(REPRODUCE_CPU_OUT)/dqn_acrobot $(call cpu_records,dqn_acrobot) || status=$$?; \
 	  [ $$status -eq 130 ] || $(CPU_GRID) configs/d4pg/dmc_walker_stand.yaml learner.batch_size=64 \
 	    learner.critic_lr=3e-4 --sweep replay.samples_per_insert=8,32 --max-minutes 15 \
-	    --out $(REPRODUCE_CPU_OUT)/d4pg_walker_stand || status=$$?; \
-	  tasks="$(REPRODUCE_CPU_OUT)/dqn_cartpole $(REPRODUCE_CPU_OUT)/dqn_acrobot $(REPRODUCE_CPU_OUT)/d4pg_walker_stand"; \
+	    --out $(REPRODUCE_CPU_OUT)/d4pg_walker_stand $(call cpu_records,d4pg_walker_stand) || status=$$?; \
+	  tasks="$(call cpu_task,dqn_cartpole) $(call cpu_task,dqn_acrobot) $(call cpu_task,d4pg_walker_stand)"; \
 	fi; \
 	[ $$status -eq 130 ] && { echo "interrupted: run the same make command again to resume"; exit 130; }; \
-	$(VENV)/bin/actorq report $$tasks --out $(REPRODUCE_CPU_OUT)/report || exit $$?; \
+	$(VENV)/bin/actorq report $$tasks --out $(if $(CPU_RECORDS),$(CPU_RECORDS)/report,$(REPRODUCE_CPU_OUT)/report) || exit $$?; \
 	exit $$status
 # fp32 vs PTQ vs QAT to convergence (issue 22): two workers on disjoint pairs, each skipping finished cells,
 # then the report (CartPole runs 2 bits first: its PTQ holds fp32 down to 3-4 bits, so 2 is where QAT can differ);

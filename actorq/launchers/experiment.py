@@ -15,6 +15,11 @@ every key and value is validated before the first run (:mod:`actorq.launchers.sw
 order rotated per seed. When a run finishes, its curated record ``OUT/records/<run>.json`` is written
 (:mod:`actorq.report.records`): ``actorq report OUT`` works from the records even after the run directories are
 deleted. A resumed experiment writes any record that is missing for a finished run.
+
+``--records DIR`` keeps the records in DIR instead (e.g. a folder under ``reports/`` that is committed as runs
+finish): a run whose record there says it finished counts as done even without its run directory, so a grid of
+many hours goes on in a fresh checkout or on another day. Records of another task, or whose sweep cell differs from
+the run of that name, are refused before any run starts.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from actorq.config import load_config, replace
+from actorq.config import ConfigError, load_config, replace
 from actorq.launchers.orchestration import (
     EXIT_INTERRUPTED,
     LOGS_DIR,
@@ -41,7 +46,7 @@ from actorq.launchers.orchestration import (
     train_command,
 )
 from actorq.launchers.sweep import plan_sweeps
-from actorq.report.records import RECORDS_DIR, write_record
+from actorq.report.records import RECORDS_DIR, finished_record, write_record
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +71,7 @@ class Experiment:
         self.args = args
         self.out = Path(args.out)
         self.runs = runs
+        self.records_dir = Path(args.records) if getattr(args, "records", None) else self.out / RECORDS_DIR
         self.process = RunProcess()
         self._durations: list[float] = []
         self.record_path = self.out / "experiment.json"
@@ -98,6 +104,8 @@ class Experiment:
         run_dir = self.out / run.name
         if run_dir.exists():
             set_aside(self.out, run_dir)
+        # A record of this name is of an earlier, superseded attempt: it must not outlive a rerun that fails.
+        (self.records_dir / f"{run.name}.json").unlink(missing_ok=True)
         cmd = run_command(self.args, run, run_dir)
         entry = {"command": cmd, "started_at": time.time(), "order": index, "sweep": dict(run.sweep)}
         self.record["runs"][run.name] = entry
@@ -131,26 +139,32 @@ class Experiment:
     def _write_record(self, run: PlannedRun) -> bool:
         """Write the run's curated record; a failure is logged (the run directory still holds everything)."""
         try:
-            write_record(self.out / run.name, self.out / RECORDS_DIR, dict(run.sweep))
+            write_record(self.out / run.name, self.records_dir, dict(run.sweep))
         except Exception:  # noqa: BLE001  (a report-side bug must not stop a grid of hours; a rerun retries it)
             log.exception("could not write the record of %s (a rerun of the experiment writes it)", run.name)
             return False
         return True
 
+    def _done(self, run: PlannedRun) -> bool:
+        """Its run directory, where there is one, says whether it finished; without one, a finished record in the
+        records directory does (a fresh checkout holding only committed records)."""
+        run_dir = self.out / run.name
+        if run_dir.exists():
+            return run_finished(run_dir)
+        return finished_record(self.records_dir, run.name) is not None
+
     def run(self) -> int:
         self.out.mkdir(parents=True, exist_ok=True)
-        todo = [(i, r) for i, r in enumerate(self.runs) if not run_finished(self.out / r.name)]
+        todo = [(i, r) for i, r in enumerate(self.runs) if not self._done(r)]
         for run in self.runs:  # finished before records existed, or the records folder was removed
-            if (
-                run_finished(self.out / run.name)
-                and not (self.out / RECORDS_DIR / f"{run.name}.json").exists()
-            ):
+            if run_finished(self.out / run.name) and not (self.records_dir / f"{run.name}.json").exists():
                 self._write_record(run)
         done = len(self.runs) - len(todo)
         if done:
-            sys.stdout.write(
-                f"{done} of {len(self.runs)} runs already finished in {self.out}: skipping them\n"
+            where = str(self.out) + (
+                "" if self.records_dir == self.out / RECORDS_DIR else f" or {self.records_dir}"
             )
+            sys.stdout.write(f"{done} of {len(self.runs)} runs already finished in {where}: skipping them\n")
         minutes = self.args.max_minutes if self.args.max_minutes is not None else self.args.config_max_minutes
         if todo and minutes:  # + ~1 min per run to start and stop its processes
             hours = len(todo) * (minutes + 1.0) / 60
@@ -176,7 +190,7 @@ class Experiment:
             return EXIT_INTERRUPTED
         sys.stdout.write(
             f"experiment done: {len(self.runs) - len(failed)}/{len(self.runs)} runs finished in {self.out}; "
-            f"report: actorq report {self.out} --out {self.out}/report\n"
+            f"report: actorq report {self.records_dir} --out {self.out}/report\n"
         )
         return 1 if failed else 0
 
@@ -193,11 +207,32 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         validate_task(replace(config, **{"actor.precision": precision}).env)
     sweeps = plan_sweeps(args.config, args.overrides, args.sweep)
     runs = plan_runs(args.precisions, args.seed_list, sweeps)
+    if getattr(args, "records", None):
+        check_records(Path(args.records), runs, f"{config.env.suite}:{config.env.task}")
     if args.dry_run:
         for run in runs:
             sys.stdout.write(" ".join(run_command(args, run, Path(args.out) / run.name)) + "\n")
         return 0
     return Experiment(args, runs).run()
+
+
+def check_records(records_dir: Path, runs: list[PlannedRun], task: str) -> None:
+    """Refuse finished records in ``records_dir`` that cannot belong to this plan's runs of the same name.
+
+    Raises:
+        ConfigError: A record of another task, or of another sweep cell than the run it would stand for.
+    """
+    for run in runs:
+        record = finished_record(records_dir, run.name)
+        if record is None:
+            continue
+        theirs, sweep = record["summary"].get("task"), dict(record.get("sweep") or {})
+        if theirs != task or sweep != dict(run.sweep):
+            raise ConfigError(
+                f"--records {records_dir}: {run.name}.json is a run of {theirs} with sweep {sweep}, but this "
+                f"experiment's run of that name is {task} with sweep {dict(run.sweep)}; point --records at this "
+                "experiment's own records folder (or an empty one)"
+            )
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -217,6 +252,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "e.g. replay.samples_per_insert=1,8",
     )
     parser.add_argument("--out", required=True, help="experiment directory (one run directory per run)")
+    parser.add_argument(
+        "--records",
+        metavar="DIR",
+        help="keep the runs' curated records in DIR (default OUT/records); a run with a finished record there is "
+        "skipped even without its run directory, so a grid committed record by record goes on in a fresh checkout",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the runs' commands in order and exit")
     parser.set_defaults(func=cmd_experiment)
     return parser

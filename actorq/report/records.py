@@ -71,6 +71,25 @@ def write_record(run_dir: str | Path, records_dir: str | Path, sweep: dict[str, 
     return path
 
 
+def finished_record(records_dir: str | Path, name: str) -> dict[str, Any] | None:
+    """The record ``records_dir/<name>.json`` when it is a readable record of a finished run, else None.
+
+    ``actorq experiment --records DIR`` counts a run with such a record as done, so a grid can go on in a fresh
+    checkout (or on another day's machine) from records committed earlier, without their run directories.
+    """
+    path = Path(records_dir) / f"{name}.json"
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+        return None
+    summary = record.get("summary")
+    if not isinstance(summary, dict) or summary.get("exit") in (None, *UNFINISHED_EXITS):
+        return None
+    return record
+
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()

@@ -153,3 +153,66 @@ def test_resume_skips_finished_runs_and_redoes_unfinished_ones(tmp_path, monkeyp
     assert json.loads(path.read_text())["exit"] == "max_actor_steps"
     assert [p.name.rsplit("-", 2)[0] for p in (out / "_incomplete").iterdir()] == [unfinished]
     assert (out / "records" / f"int8-{SPI}=1-s0.json").is_file()
+
+
+def _fake_runs(tmp_path: Path, monkeypatch) -> None:
+    fake = tmp_path / "fake_train.py"
+    fake.write_text(FAKE_TRAIN)
+    real = experiment.run_command
+    monkeypatch.setattr(
+        experiment,
+        "run_command",
+        lambda args, run, run_dir: [sys.executable, str(fake), *real(args, run, run_dir)[3:]],
+    )
+
+
+def test_a_fresh_checkout_goes_on_from_committed_records(tmp_path, monkeypatch, capsys):
+    """With --records DIR, a run whose finished record is in DIR is done even though its run directory is gone."""
+    _fake_runs(tmp_path, monkeypatch)
+    records = tmp_path / "reports" / "records"
+    assert experiment.cmd_experiment(_args(tmp_path, "--records", str(records))) == 0
+    capsys.readouterr()
+    order = json.loads((tmp_path / "exp" / "experiment.json").read_text())["order"]
+    assert sorted(p.stem for p in records.glob("*.json")) == sorted(order)
+    assert not (tmp_path / "exp" / "records").exists()  # the records live only where --records says
+
+    # A fresh checkout: no run directories, only the committed records, two of them from runs that never finished
+    # (one interrupted, one lost), so exactly those two run again, in plan order.
+    import shutil
+
+    shutil.rmtree(tmp_path / "exp")
+    lost, cut = order[2], order[5]
+    (records / f"{lost}.json").unlink()
+    path = records / f"{cut}.json"
+    data = json.loads(path.read_text())
+    data["summary"]["exit"] = "interrupted"
+    path.write_text(json.dumps(data))
+    assert experiment.cmd_experiment(_args(tmp_path, "--records", str(records))) == 0
+    out = capsys.readouterr().out
+    assert f"6 of 8 runs already finished in {tmp_path / 'exp'} or {records}" in out
+    assert [line.split(" ")[1].rstrip(":") for line in out.splitlines() if line.startswith("[")] == [
+        lost,
+        cut,
+    ]
+    assert json.loads(path.read_text())["summary"]["exit"] == "max_actor_steps"
+    assert sorted(p.name for p in (tmp_path / "exp").iterdir() if p.name in order) == sorted([lost, cut])
+
+
+def test_records_of_another_task_or_cell_are_refused_before_any_run(tmp_path, monkeypatch):
+    _fake_runs(tmp_path, monkeypatch)
+    records = tmp_path / "records"
+    assert experiment.cmd_experiment(_args(tmp_path, "--records", str(records))) == 0
+    name = f"int8-{SPI}=8-s1"
+    path = records / f"{name}.json"
+    good = path.read_text()
+    for field, value, message in (
+        ("task", "gym:Acrobot-v1", "gym:Acrobot-v1"),
+        ("sweep", {SPI: "1"}, "sweep"),
+    ):
+        data = json.loads(good)
+        (data["summary"] if field == "task" else data)[field] = value
+        path.write_text(json.dumps(data))
+        started = sorted(p.name for p in tmp_path.iterdir())
+        with pytest.raises(ConfigError, match=f"{name}.json is a run of .*{message}"):
+            experiment.cmd_experiment(_args(tmp_path / "other", "--records", str(records)))
+        assert sorted(p.name for p in tmp_path.iterdir()) == started  # nothing ran, no experiment dir made
