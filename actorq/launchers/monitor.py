@@ -8,7 +8,9 @@ here.
 
 from __future__ import annotations
 
+import functools
 import json
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +23,23 @@ from actorq.timers import BREAKDOWN_COMPONENTS
 
 StatusReader = Callable[[str], "RoleStatus | None"]
 """Returns a role's latest status record by label (None before its first)."""
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> dict | None:
+    """The git commit of the checkout this ``actorq`` package runs from, and whether tracked files differ from it
+    (a record read months later names the code that made it); None outside a git checkout or without git."""
+    package = Path(__file__).resolve().parents[1]
+    try:
+
+        def git(*args: str) -> str:
+            return subprocess.run(
+                ["git", "-C", str(package), *args], capture_output=True, text=True, check=True, timeout=10
+            ).stdout.strip()
+
+        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "-uno", "."))}
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 class RunMonitor:
@@ -192,6 +211,7 @@ class RunMonitor:
             "breakdown": breakdown,
             **self.kernel_summary(),
             "restarts": dict(self.restarts),
+            "code": code_version(),
             "exit": exit_reason,
         }
         summary.update(extra or {})

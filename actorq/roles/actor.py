@@ -74,7 +74,7 @@ class ActorRole(RoleBase):
             config,
             build_policy(config, batch=self.num_envs),
             make_adders(client, config, self.num_envs),
-            ReverbWeightSubscriber(client, POLICY_TABLE),
+            ReverbWeightSubscriber(client, POLICY_TABLE, only_new=True),
             actor_id=actor_id,
             seed=seed,
             action_low=spec.action_low,
@@ -189,7 +189,8 @@ class ActorRole(RoleBase):
         # writer (up to 10 s) runs on the drop thread, not here.
         self._retired.put(
             self.actor.reconnect(
-                make_adders(client, self.config, self.num_envs), ReverbWeightSubscriber(client, POLICY_TABLE)
+                make_adders(client, self.config, self.num_envs),
+                ReverbWeightSubscriber(client, POLICY_TABLE, only_new=True),
             )
         )
         self.reconnects += 1

@@ -61,7 +61,8 @@ class QuantizerRole(RoleBase):
             )
         client = wait_for_server(address, timeout_s=connect_timeout_s)
         self._outage = ReplayOutage("quantizer", budget_s=connect_timeout_s)
-        self._source = ReverbWeightSubscriber(client, LEARNER_WEIGHTS_TABLE)
+        # Polled every poll_interval_s: only a newly inserted learner message is downloaded.
+        self._source = ReverbWeightSubscriber(client, LEARNER_WEIGHTS_TABLE, only_new=True)
         self._sink = ReverbWeightPublisher(client, POLICY_TABLE)
         self._policy_sub = ReverbWeightSubscriber(client, POLICY_TABLE)
         self._layers = tuple(config.network.policy_layers)

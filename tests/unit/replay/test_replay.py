@@ -41,6 +41,36 @@ def test_weight_tables_hold_only_the_newest_message(reverb_server):
     assert info[POLICY_TABLE].current_size == 1 and info[LEARNER_WEIGHTS_TABLE].current_size == 0
 
 
+def test_an_only_new_subscriber_downloads_each_message_once(reverb_server):
+    """What the quantizer's poll relies on: no insert since the last fetch, no download; every insert is seen."""
+    server = reverb_server(tiny_config())
+    client = wait_for_server(f"localhost:{server.port}", timeout_s=10)
+    sub = ReverbWeightSubscriber(client, LEARNER_WEIGHTS_TABLE, timeout_s=2, only_new=True)
+    plain = ReverbWeightSubscriber(client, LEARNER_WEIGHTS_TABLE, timeout_s=2)
+    pub = ReverbWeightPublisher(client, LEARNER_WEIGHTS_TABLE)
+    state = {"w": np.ones((3, 4), np.float32)}
+    assert sub.latest() is None
+    seen = []
+    for version in (1, 2, 3):
+        pub.publish(
+            encode_message(state, version=version, learner_step=version, precision="fp32", comm_bits=32)
+        )
+        seen.append(decode_message(sub.latest()).version)
+        assert sub.latest() is None and sub.latest() is None  # nothing new: nothing downloaded
+        assert decode_message(plain.latest()).version == version  # the table still holds it for everyone else
+    assert seen == [1, 2, 3]
+    sampled = client.server_info()[LEARNER_WEIGHTS_TABLE].rate_limiter_info.sample_stats.completed
+    assert (
+        sampled == 6
+    )  # three fetches each: one by each subscriber; the six polls that found nothing sampled none
+    # Two inserts between polls: the newest is returned, once.
+    for version in (4, 5):
+        pub.publish(
+            encode_message(state, version=version, learner_step=version, precision="fp32", comm_bits=32)
+        )
+    assert decode_message(sub.latest()).version == 5 and sub.latest() is None
+
+
 def test_publisher_rejects_non_codec_payloads(reverb_server):
     server = reverb_server(tiny_config())
     pub = ReverbWeightPublisher(wait_for_server(f"localhost:{server.port}"), POLICY_TABLE)
