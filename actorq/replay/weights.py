@@ -56,9 +56,8 @@ class ReverbWeightSubscriber:
         self._table = table
         self._timeout_s = timeout_s
         self._only_new = only_new
-        self._returned_inserts: int | None = (
-            None  # the table's insert count when the last message was fetched
-        )
+        # The table's insert count when the last message was fetched (only_new).
+        self._returned_inserts: int | None = None
         self._requests: queue.SimpleQueue | None = None
         self._outstanding: threading.Event | None = None
         self._result: np.ndarray | BaseException | None = None

@@ -60,9 +60,8 @@ def test_an_only_new_subscriber_downloads_each_message_once(reverb_server):
         assert decode_message(plain.latest()).version == version  # the table still holds it for everyone else
     assert seen == [1, 2, 3]
     sampled = client.server_info()[LEARNER_WEIGHTS_TABLE].rate_limiter_info.sample_stats.completed
-    assert (
-        sampled == 6
-    )  # three fetches each: one by each subscriber; the six polls that found nothing sampled none
+    # Three fetches by each subscriber; the six polls that found nothing new sampled nothing.
+    assert sampled == 6
     # Two inserts between polls: the newest is returned, once.
     for version in (4, 5):
         pub.publish(
