@@ -282,6 +282,11 @@ class QuantizedActor:
                 self._policy.install(pending[0])
             self._accept(pending[1])
 
+    @property
+    def subscriber(self) -> WeightSubscriber:
+        """Where weight messages come from (replaced by :meth:`reconnect`)."""
+        return self._subscriber
+
     def reconnect(
         self, adder: Adder | Sequence[Adder] | None, subscriber: WeightSubscriber
     ) -> list[Adder] | None:

@@ -234,7 +234,10 @@ def measure(role, seconds: float, fresh: bool) -> dict[str, Any]:
         role.step()
         if fresh and timers.counts.get("pull", 0) != pulls_seen:
             pulls_seen = timers.counts.get("pull", 0)
-            role.actor.weights.version = -1  # the next pull is a new broadcast: decoded and applied again
+            # The next pull is a new broadcast: downloaded (the only-new subscriber would skip an unchanged
+            # message), decoded and applied again.
+            role.actor.weights.version = -1
+            role.actor.subscriber.refetch()
         if time.perf_counter() >= end:
             break
     elapsed = time.perf_counter() - start

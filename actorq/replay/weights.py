@@ -72,6 +72,11 @@ class ReverbWeightSubscriber:
                 f"table {self._table!r}: {type(exc).__name__}: {first_line(exc)}"
             ) from exc
 
+    def refetch(self) -> None:
+        """Make the next ``latest`` download the newest message even when nothing was inserted since (``actorq bench
+        actors --fresh`` replays one broadcast as a new one each pull)."""
+        self._returned_inserts = None
+
     def _latest(self, timeout: int) -> np.ndarray | None:
         # Sampling an empty table blocks forever (a restarted server starts empty): ask first, with a deadline.
         info = self._client.server_info(timeout=timeout)[self._table]

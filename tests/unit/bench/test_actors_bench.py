@@ -73,8 +73,22 @@ def test_summary_medians_ratios_and_breakdown():
 
 
 def test_measure_counts_a_window_and_makes_every_pull_a_new_broadcast():
+    class OnlyNewSubscriber:
+        """Like the actors' Reverb subscriber: the one message in the table is downloaded once, again only after
+        ``refetch``."""
+
+        def __init__(self):
+            self.fetched = True
+
+        def refetch(self):
+            self.fetched = False
+
+        def latest(self):
+            message, self.fetched = (None if self.fetched else 1), True
+            return message
+
     class StubRole:
-        """Pulls every 3 steps; a pull 'applies' only when the version it knows is older than 1."""
+        """Pulls every 3 steps; a pull 'applies' only a downloaded message newer than the version it knows."""
 
         def __init__(self):
             self.timers = Timers(totals=defaultdict(float), counts=defaultdict(int))
@@ -82,6 +96,7 @@ def test_measure_counts_a_window_and_makes_every_pull_a_new_broadcast():
             self.actor = SimpleNamespace(
                 weights=SimpleNamespace(version=1, received=1, rejected=0),
                 policy=SimpleNamespace(kernel_name="int8/x", selection=SimpleNamespace(time_us=1.0)),
+                subscriber=OnlyNewSubscriber(),
             )
 
         def step(self):
@@ -89,8 +104,9 @@ def test_measure_counts_a_window_and_makes_every_pull_a_new_broadcast():
             self.timers.add("inference", 1e-4)
             if self.steps % 3 == 0:
                 self.timers.add("pull", 1e-4)
-                if self.actor.weights.version < 1:
-                    self.actor.weights.version = 1
+                version = self.actor.subscriber.latest()
+                if version is not None and self.actor.weights.version < version:
+                    self.actor.weights.version = version
                     self.actor.weights.received += 1
 
     fresh = measure(StubRole(), seconds=0.05, fresh=True)

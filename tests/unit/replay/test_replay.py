@@ -68,6 +68,9 @@ def test_an_only_new_subscriber_downloads_each_message_once(reverb_server):
             encode_message(state, version=version, learner_step=version, precision="fp32", comm_bits=32)
         )
     assert decode_message(sub.latest()).version == 5 and sub.latest() is None
+    # refetch (the actor bench's fresh pulls): the same message once more, then nothing new again.
+    sub.refetch()
+    assert decode_message(sub.latest()).version == 5 and sub.latest() is None
 
 
 def test_publisher_rejects_non_codec_payloads(reverb_server):
