@@ -19,7 +19,9 @@ deleted. A resumed experiment writes any record that is missing for a finished r
 ``--records DIR`` keeps the records in DIR instead (e.g. a folder under ``reports/`` that is committed as runs
 finish): a run whose record there says it finished counts as done even without its run directory, so a grid of
 many hours goes on in a fresh checkout or on another day. Records of another task, or whose sweep cell differs from
-the run of that name, are refused before any run starts.
+the run of that name, are refused before any run starts; so is a finished run (directory or record) whose saved
+config differs from the one this command would give it (another budget, override or flag): a grid never mixes
+runs made with other settings.
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from actorq.config import ConfigError, load_config, replace
+from actorq.config.loading import to_dict
 from actorq.launchers.orchestration import (
     EXIT_INTERRUPTED,
     LOGS_DIR,
@@ -43,25 +48,33 @@ from actorq.launchers.orchestration import (
     plan_runs,
     run_finished,
     set_aside,
-    train_command,
+    train_args,
 )
 from actorq.launchers.sweep import plan_sweeps
+from actorq.launchers.train import planned_config
 from actorq.report.records import RECORDS_DIR, finished_record, write_record
 
 log = logging.getLogger(__name__)
 
 
+def records_dir_of(args: argparse.Namespace) -> Path:
+    """Where the experiment's curated records go: ``--records`` or ``OUT/records``."""
+    return Path(args.records) if getattr(args, "records", None) else Path(args.out) / RECORDS_DIR
+
+
+def run_args(args: argparse.Namespace, run: PlannedRun, run_dir: Path) -> list[str]:
+    """The ``actorq train`` arguments of one run of this experiment."""
+    budgets = {
+        "actors": args.actors,
+        "max_minutes": args.max_minutes,
+        "max_actor_steps": args.max_actor_steps,
+    }
+    return train_args(args.config, args.overrides, run, run_dir, **budgets)
+
+
 def run_command(args: argparse.Namespace, run: PlannedRun, run_dir: Path) -> list[str]:
-    """The ``actorq train`` argv of one run of this experiment."""
-    return train_command(
-        args.config,
-        args.overrides,
-        run,
-        run_dir,
-        actors=args.actors,
-        max_minutes=args.max_minutes,
-        max_actor_steps=args.max_actor_steps,
-    )
+    """The command line of one run of this experiment (``python -m actorq.launchers.train`` and its arguments)."""
+    return [sys.executable, "-m", "actorq.launchers.train", *run_args(args, run, run_dir)]
 
 
 class Experiment:
@@ -71,7 +84,7 @@ class Experiment:
         self.args = args
         self.out = Path(args.out)
         self.runs = runs
-        self.records_dir = Path(args.records) if getattr(args, "records", None) else self.out / RECORDS_DIR
+        self.records_dir = records_dir_of(args)
         self.process = RunProcess()
         self._durations: list[float] = []
         self.record_path = self.out / "experiment.json"
@@ -209,6 +222,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     runs = plan_runs(args.precisions, args.seed_list, sweeps)
     if getattr(args, "records", None):
         check_records(Path(args.records), runs, f"{config.env.suite}:{config.env.task}")
+    check_finished_configs(args, runs, records_dir_of(args))
     if args.dry_run:
         for run in runs:
             sys.stdout.write(" ".join(run_command(args, run, Path(args.out) / run.name)) + "\n")
@@ -232,6 +246,61 @@ def check_records(records_dir: Path, runs: list[PlannedRun], task: str) -> None:
                 f"--records {records_dir}: {run.name}.json is a run of {theirs} with sweep {sweep}, but this "
                 f"experiment's run of that name is {task} with sweep {dict(run.sweep)}; point --records at this "
                 "experiment's own records folder (or an empty one)"
+            )
+
+
+def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _saved_config(run_dir: Path, records_dir: Path, name: str) -> tuple[str, dict[str, Any]] | None:
+    """Where the config of a run this experiment would skip as finished is, and that config; None when the run
+    will run (again)."""
+    if run_dir.exists():
+        if not run_finished(run_dir):
+            return None
+        path = run_dir / "config.yaml"
+        try:
+            return str(path), yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            return str(path), {}
+    record = finished_record(records_dir, name)
+    return None if record is None else (str(records_dir / f"{name}.json"), record.get("config") or {})
+
+
+def check_finished_configs(args: argparse.Namespace, runs: list[PlannedRun], records_dir: Path) -> None:
+    """Refuse to skip a finished run whose saved config is not the one this command would run it with.
+
+    Keys the saved config lacks (a field added to the config since) cannot contradict and are not compared.
+
+    Raises:
+        ConfigError: Naming the run, where its config is, and the keys that differ.
+    """
+    out = Path(args.out)
+    for run in runs:
+        saved = _saved_config(out / run.name, records_dir, run.name)
+        if saved is None:
+            continue
+        where, theirs = (
+            _flat(saved[1]),
+            _flat(to_dict(planned_config(run_args(args, run, out / run.name)))),
+        )
+        differ = [
+            f"{k}: {where[k]!r} there, {theirs[k]!r} now"
+            for k in sorted(theirs)
+            if k in where and where[k] != theirs[k]
+        ]
+        if differ:
+            raise ConfigError(
+                f"finished run {run.name} ({saved[0]}) was made with another config than this command gives it "
+                f"({'; '.join(differ[:5])}{'; ...' if len(differ) > 5 else ''}): rerun with the settings it was "
+                "made with, or give this experiment its own --out (and --records)"
             )
 
 

@@ -165,16 +165,39 @@ def train_command(
     max_minutes: float | None = None,
     max_actor_steps: int | None = None,
 ) -> list[str]:
-    """The argv of one ActorQ run: ``run.label`` is its precision, ``run.seed`` its seed."""
-    cmd = [sys.executable, "-m", "actorq.launchers.train", str(config), *overrides, *run.overrides]
-    cmd += ["--precision", run.label, "--seed", str(run.seed), "--run-dir", str(run_dir), "--quiet"]
+    """The command line of one ActorQ run: ``python -m actorq.launchers.train`` and :func:`train_args`."""
+    args = train_args(
+        config,
+        overrides,
+        run,
+        run_dir,
+        actors=actors,
+        max_minutes=max_minutes,
+        max_actor_steps=max_actor_steps,
+    )
+    return [sys.executable, "-m", "actorq.launchers.train", *args]
+
+
+def train_args(
+    config: str | Path,
+    overrides: list[str],
+    run: PlannedRun,
+    run_dir: Path,
+    *,
+    actors: int | None = None,
+    max_minutes: float | None = None,
+    max_actor_steps: int | None = None,
+) -> list[str]:
+    """The ``actorq train`` arguments of one run: ``run.label`` is its precision, ``run.seed`` its seed."""
+    args = [str(config), *overrides, *run.overrides]
+    args += ["--precision", run.label, "--seed", str(run.seed), "--run-dir", str(run_dir), "--quiet"]
     if actors is not None:
-        cmd += ["--actors", str(actors)]
+        args += ["--actors", str(actors)]
     if max_minutes is not None:
-        cmd += ["--max-minutes", str(max_minutes)]
+        args += ["--max-minutes", str(max_minutes)]
     if max_actor_steps is not None:
-        cmd += ["--max-actor-steps", str(max_actor_steps)]
-    return cmd
+        args += ["--max-actor-steps", str(max_actor_steps)]
+    return args
 
 
 class RunProcess:

@@ -88,15 +88,13 @@ def resolve_train_config(args: argparse.Namespace):
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / f"{path.stem}-{stamp}"
         check_new_run_dir(run_dir)
-    config = load_config(path, args.overrides)
-    config = replace(config, **flag_overrides(args, TRAIN_FLAGS))
+    config = for_launcher(replace(load_config(path, args.overrides), **flag_overrides(args, TRAIN_FLAGS)))
     validate_task(config.env)
     return config, run_dir
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    """Resolve and save the config, then run the configured launcher; returns its exit status."""
-    config, run_dir = resolve_train_config(args)
+def for_launcher(config: ExperimentConfig) -> ExperimentConfig:
+    """The config as its launcher can run it (what ``RUN_DIR/config.yaml`` holds)."""
     if config.launcher == "launchpad" and config.learner.jit_optimizer:
         # In Launchpad's node processes TF 2.8 cannot run an XLA-compiled function nested in the learner's step
         # ("Can't find a function ... _XlaMustCompile"); the local launcher runs the same roles without this.
@@ -104,6 +102,21 @@ def cmd_train(args: argparse.Namespace) -> int:
             "launchpad launcher: learner.jit_optimizer turned off (XLA nested in tf.function fails there)"
         )
         config = replace(config, **{"learner.jit_optimizer": False})
+    return config
+
+
+def planned_config(argv: list[str]) -> ExperimentConfig:
+    """The config ``actorq train ARGV`` (a new run, not ``--resume``) would run and save, touching no run directory
+    (``actorq experiment`` compares it with the configs of runs it would otherwise skip as finished)."""
+    args = add_arguments(argparse.ArgumentParser()).parse_args(argv)
+    return for_launcher(
+        replace(load_config(args.config, args.overrides), **flag_overrides(args, TRAIN_FLAGS))
+    )
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Resolve and save the config, then run the configured launcher; returns its exit status."""
+    config, run_dir = resolve_train_config(args)
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "config.yaml"
     save_config(config, config_path)

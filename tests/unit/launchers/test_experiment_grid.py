@@ -103,7 +103,9 @@ run_dir = Path(sys.argv[sys.argv.index("--run-dir") + 1])
 (run_dir / "evaluator" / "metrics.csv").write_text(
     "step,time,actor_steps,eval_return\\n0,%f,0,10\\n50,%f,500,180\\n" % (time.time() + 1, time.time() + 2)
 )
-(run_dir / "config.yaml").write_text("seed: 0\\n")
+from actorq.config import save_config
+from actorq.launchers.train import planned_config
+save_config(planned_config(sys.argv[1:]), run_dir / "config.yaml")  # what actorq train saves
 summary = {"exit": "max_actor_steps", "task": "gym:CartPole-v1", "wall_seconds": 3.0, "best_eval_return": 180,
            "precision": sys.argv[sys.argv.index("--precision") + 1], "energy": {"started_at": time.time()},
            "seed": int(sys.argv[sys.argv.index("--seed") + 1]), "args": sys.argv[1:]}
@@ -216,3 +218,40 @@ def test_records_of_another_task_or_cell_are_refused_before_any_run(tmp_path, mo
         with pytest.raises(ConfigError, match=f"{name}.json is a run of .*{message}"):
             experiment.cmd_experiment(_args(tmp_path / "other", "--records", str(records)))
         assert sorted(p.name for p in tmp_path.iterdir()) == started  # nothing ran, no experiment dir made
+
+
+def test_finished_runs_made_with_other_settings_are_refused_before_any_run(tmp_path, monkeypatch):
+    """A rerun with another budget (or override) must not skip runs made with the old one: the grid would mix them.
+    Checked for run directories and for records alone (a fresh checkout)."""
+    _fake_runs(tmp_path, monkeypatch)
+    records = tmp_path / "records"
+    assert experiment.cmd_experiment(_args(tmp_path, "--records", str(records))) == 0
+    same = sorted(p.name for p in (tmp_path / "exp").iterdir())
+    assert (
+        experiment.cmd_experiment(_args(tmp_path, "--records", str(records))) == 0
+    )  # same settings: all skipped
+    for extra, overrides, message in (
+        (["--max-actor-steps", "0"], [], "max_actor_steps: 60000 there, 0 now"),
+        ([], ["learner.batch_size=32"], "learner.batch_size: 64 there, 32 now"),
+    ):
+        args = _args(tmp_path, "--records", str(records), *extra)
+        args.overrides = overrides
+        with pytest.raises(ConfigError, match=f"finished run .* was made with another config .*{message}"):
+            experiment.cmd_experiment(args)
+        assert sorted(p.name for p in (tmp_path / "exp").iterdir()) == same  # nothing ran or moved
+    import shutil
+
+    shutil.rmtree(tmp_path / "exp")  # only the records are left: they are checked the same way
+    with pytest.raises(
+        ConfigError, match=r"records/.*\.json\) was made with another config .*max_actor_steps"
+    ):
+        experiment.cmd_experiment(_args(tmp_path, "--records", str(records), "--max-actor-steps", "0"))
+    # A key a record lacks (a config field added since it was made) cannot contradict.
+    for path in records.glob("*.json"):
+        data = json.loads(path.read_text())
+        del data["config"]["max_actor_steps"]
+        path.write_text(json.dumps(data))
+    assert (
+        experiment.cmd_experiment(_args(tmp_path, "--records", str(records), "--max-actor-steps", "0")) == 0
+    )
+    assert not any(p.name.endswith("-s0") or p.name.endswith("-s1") for p in (tmp_path / "exp").iterdir())
