@@ -72,7 +72,19 @@ class TaskTable:
 
     def speedup_ci(self, label: str, base: str = "fp32") -> bootstrap.Interval:
         """Median time of ``base`` (same sweep cell) / median time of ``label``, with its bootstrap 95% CI."""
-        return bootstrap.speedup_ci(self.times(self.base_of(label, base)), self.times(label))
+        return self.ratio_ci(self.base_of(label, base), label)
+
+    def ratio_ci(self, base_label: str, label: str) -> bootstrap.Interval:
+        """Median time of ``base_label`` / median time of ``label`` with its bootstrap 95% CI, resampled by seed
+        when both labels ran the same seeds once each (a seed's runs share its machine), else run by run."""
+        base_runs, runs = self.runs.get(base_label, []), self.runs.get(label, [])
+        base_seeds, seeds = [m.seed for m in base_runs], [m.seed for m in runs]
+        if runs and len(set(seeds)) == len(seeds) and sorted(base_seeds) == sorted(seeds):
+            by_seed = {m.seed: m.t_reach for m in base_runs}
+            return bootstrap.speedup_ci(
+                [by_seed[m.seed] for m in runs], [m.t_reach for m in runs], paired=True
+            )
+        return bootstrap.speedup_ci([m.t_reach for m in base_runs], [m.t_reach for m in runs])
 
     def best_cell(self, precision: str) -> str | None:
         """The label (sweep cell) of ``precision`` with the lowest median time to threshold (None if none has a

@@ -5,10 +5,12 @@
   median; the interval is the resamples' 2.5th and 97.5th percentiles, taken as order statistics (no
   interpolation between a finite time and infinity). An upper bound of infinity means "not reached" is inside the
   interval; a median of infinity, that more than half the runs did not reach it.
-* **Speed-up** ``median(base) / median(other)``: both groups resampled independently (a seed of fp32 and the same
-  seed of int8 share environment seeds, not an outcome); ``inf / finite`` is infinite, ``finite / inf`` is 0, and a
-  resample where both medians are infinite has no ratio: when more than ``1 - level`` of resamples have none, the
-  interval is not reported (None).
+* **Speed-up** ``median(base) / median(other)``: when both groups ran the same seeds, seeds are resampled as
+  pairs (the fp32 and int8 runs of one seed share its environment seeds and, in a grid that goes on across
+  sessions, its machine: a 2x slower CPU slows both, and resampling the groups independently would count that as
+  noise in the ratio); otherwise the groups are resampled independently. ``inf / finite`` is infinite,
+  ``finite / inf`` is 0, and a resample where both medians are infinite has no ratio: when more than
+  ``1 - level`` of resamples have none, the interval is not reported (None).
 * **Mean** (final and best rewards): plain percentile bootstrap of the mean.
 
 Resamples use a fixed seed, so a report is reproducible from the same runs.
@@ -107,15 +109,33 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return out
 
 
-def speedup_ci(base: Sequence[float | None], other: Sequence[float | None], level: float = LEVEL) -> Interval:
+def speedup_ci(
+    base: Sequence[float | None], other: Sequence[float | None], level: float = LEVEL, paired: bool = False
+) -> Interval:
     """``median(base) / median(other)`` of censored times with its bootstrap interval; None parts when either
-    group is empty or too many resamples have no ratio."""
+    group is empty or too many resamples have no ratio.
+
+    Args:
+        base: times of the reference runs (None: not reached).
+        other: times of the compared runs.
+        level: the interval's coverage.
+        paired: ``base[i]`` and ``other[i]`` are the same seed (same machine): resample seeds, not runs.
+
+    Raises:
+        ValueError: ``paired`` with groups of different sizes.
+    """
     b, o = _censored(base), _censored(other)
+    if paired and b.size != o.size:
+        raise ValueError(f"paired speed-up needs one run per seed in each group, got {b.size} and {o.size}")
     if not b.size or not o.size:
         return Interval(None, None, None, int(o.size), int(np.isfinite(o).sum()))
     point = float(_ratio(_medians(b[None, :]), _medians(o[None, :]))[0])
     rng = np.random.default_rng(RNG_SEED)
-    ratios = _ratio(_medians(_resample(b, rng)), _medians(_resample(o, rng)))
+    if paired:
+        idx = rng.integers(0, b.size, size=(RESAMPLES, b.size))
+        ratios = _ratio(_medians(b[idx]), _medians(o[idx]))
+    else:
+        ratios = _ratio(_medians(_resample(b, rng)), _medians(_resample(o, rng)))
     defined = ratios[~np.isnan(ratios)]
     low = high = None
     if defined.size >= level * ratios.size:

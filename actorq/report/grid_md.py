@@ -69,7 +69,8 @@ CI_NOTE = (
     "Medians over seeds with bootstrap 95% confidence intervals (4,000 resamples of the runs). A run that never "
     "reached the threshold is censored, not dropped: it counts as slower than every run that did, so a median or "
     "bound of 'not reached' means at least that share of runs never got there. Speed-up = median fp32 time / median "
-    "time of the precision in the same sweep cell, both groups resampled; a speed-up is claimed (**faster**) only "
+    "time of the precision in the same sweep cell, resampled by seed when both ran the same seeds (a seed's runs "
+    "share its machine) and run by run otherwise; a speed-up is claimed (**faster**) only "
     "where the interval's lower bound is above 1. Final reward: mean of the last k evaluations of each run; best reward: each "
     "run's best mean of k consecutive evaluations."
 )
@@ -92,7 +93,7 @@ def best_vs_best(t: TaskTable) -> str:
             continue
         text = f"- {precision}: `{cell}`, {t.time_ci(cell).fmt(0)} s"
         if precision != "fp32" and base is not None:
-            ratio = bootstrap.speedup_ci(t.times(base), t.times(cell))
+            ratio = t.ratio_ci(base, cell)
             text += f"; speed-up vs fp32's best (`{base}`): {ratio.fmt(2, 'x', inf='inf')}"
         lines.append(text)
     lines.append(

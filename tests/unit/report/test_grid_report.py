@@ -44,6 +44,23 @@ def test_speedup_ci_decides_only_when_the_lower_bound_is_above_one():
     assert never.value is None and never.low is None and never.high is None
 
 
+def test_paired_speedup_ci_separates_the_machine_from_the_ratio():
+    # Seeds ran on machines up to 8x apart (a grid that goes on across sessions), int8 1.5x faster on each one:
+    # resampled as pairs the ratio is clear; resampled run by run, the machines' spread swamps it.
+    fp32 = [100.0, 200.0, 400.0, 800.0, 160.0, 300.0]
+    int8 = [t / 1.5 for t in fp32]
+    paired = bootstrap.speedup_ci(fp32, int8, paired=True)
+    independent = bootstrap.speedup_ci(fp32, int8)
+    assert paired.value == independent.value == pytest.approx(1.5)
+    assert paired.low == pytest.approx(1.5) and paired.high == pytest.approx(1.5)
+    assert independent.low < 1.0 < independent.high
+    # Censoring is kept per pair: the seed int8 never finished stays in every resample that draws it.
+    censored = bootstrap.speedup_ci(fp32, [*int8[:-1], None], paired=True)
+    assert censored.n_reached == 5 and censored.low < 1.5
+    with pytest.raises(ValueError, match="one run per seed"):
+        bootstrap.speedup_ci(fp32, int8[:3], paired=True)
+
+
 def test_mean_ci_brackets_the_mean():
     ci = bootstrap.mean_ci([190.0, 200.0, 180.0, 195.0, 210.0, None])
     assert ci.value == pytest.approx(195.0) and ci.low < 195.0 < ci.high and (ci.n, ci.n_reached) == (6, 5)
@@ -110,6 +127,20 @@ def test_sweep_cells_group_and_compare_within_the_cell(tmp_path):
     fast = t.speedup_ci(f"int8 [{SPI}=1]")
     close = t.speedup_ci(f"int8 [{SPI}=8]")
     assert fast.low > 1.0 and fast.value > close.value
+    # The same seeds ran in every cell, so the CI is paired by seed: a seed slower in fp32 is slower in int8 too.
+    fp32_1, int8_1 = (t.runs[f"{p} [{SPI}=1]"] for p in ("fp32", "int8"))
+    assert sorted(m.seed for m in fp32_1) == sorted(m.seed for m in int8_1)
+    paired = bootstrap.speedup_ci(
+        [{m.seed: m.t_reach for m in fp32_1}[m.seed] for m in int8_1],
+        [m.t_reach for m in int8_1],
+        paired=True,
+    )
+    assert (fast.low, fast.high) == (paired.low, paired.high)
+    # A cell missing a seed cannot pair: run by run.
+    t.runs[f"int8 [{SPI}=1]"] = int8_1[:-1]
+    unpaired = t.speedup_ci(f"int8 [{SPI}=1]")
+    alone = bootstrap.speedup_ci([m.t_reach for m in fp32_1], [m.t_reach for m in int8_1[:-1]])
+    assert (unpaired.low, unpaired.high) == (alone.low, alone.high)
     # best against best: each precision's fastest cell
     assert t.best_cell("int8") == f"int8 [{SPI}=1]" and t.best_cell("fp32") == f"fp32 [{SPI}=8]"
     assert t.config_differences == {}  # the swept key is what is supposed to differ
