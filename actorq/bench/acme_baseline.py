@@ -98,7 +98,7 @@ def _main(args: argparse.Namespace) -> int:
                     str(run_dir),
                 ]
             else:  # the config already holds actors and budgets: only precision and seed differ
-                cmd = orchestration.train_command(base_cfg, [], run, run_dir)
+                cmd = orchestration.train_command(orchestration.train_args(base_cfg, [], run, run_dir))
             sys.stdout.write(f"[{i + 1}/{len(todo)}] {run.name} ...\n")
             sys.stdout.flush()
             started = time.time()

@@ -49,6 +49,7 @@ from actorq.launchers.orchestration import (
     run_finished,
     set_aside,
     train_args,
+    train_command,
 )
 from actorq.launchers.sweep import plan_sweeps
 from actorq.launchers.train import planned_config
@@ -74,7 +75,7 @@ def run_args(args: argparse.Namespace, run: PlannedRun, run_dir: Path) -> list[s
 
 def run_command(args: argparse.Namespace, run: PlannedRun, run_dir: Path) -> list[str]:
     """The command line of one run of this experiment (``python -m actorq.launchers.train`` and its arguments)."""
-    return [sys.executable, "-m", "actorq.launchers.train", *run_args(args, run, run_dir)]
+    return train_command(run_args(args, run, run_dir))
 
 
 class Experiment:

@@ -155,26 +155,8 @@ def check_plan_arguments(args: argparse.Namespace) -> list[str]:
     return parse_precisions(args.precisions)
 
 
-def train_command(
-    config: str | Path,
-    overrides: list[str],
-    run: PlannedRun,
-    run_dir: Path,
-    *,
-    actors: int | None = None,
-    max_minutes: float | None = None,
-    max_actor_steps: int | None = None,
-) -> list[str]:
-    """The command line of one ActorQ run: ``python -m actorq.launchers.train`` and :func:`train_args`."""
-    args = train_args(
-        config,
-        overrides,
-        run,
-        run_dir,
-        actors=actors,
-        max_minutes=max_minutes,
-        max_actor_steps=max_actor_steps,
-    )
+def train_command(args: list[str]) -> list[str]:
+    """The command line of one ActorQ run: ``python -m actorq.launchers.train`` with ``args`` (see :func:`train_args`)."""
     return [sys.executable, "-m", "actorq.launchers.train", *args]
 
 
