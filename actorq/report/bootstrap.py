@@ -12,6 +12,8 @@
   ``finite / inf`` is 0, and a resample where both medians are infinite has no ratio: when more than
   ``1 - level`` of resamples have none, the interval is not reported (None).
 * **Mean** (final and best rewards): plain percentile bootstrap of the mean.
+* Every interval needs at least :data:`MIN_RUNS` runs (pairs, for a paired speed-up): resampling one or two runs
+  gives back their own values, not a 95% interval, and a grid that goes on across sessions reports its first seeds.
 
 Resamples use a fixed seed, so a report is reproducible from the same runs.
 """
@@ -27,6 +29,9 @@ import numpy as np
 RESAMPLES = 4000
 LEVEL = 0.95
 RNG_SEED = 20
+MIN_RUNS = 3
+"""Fewest runs (with values) behind a bootstrap interval; with fewer the interval is undefined (None), and no
+speed-up can be claimed from it."""
 REGIME_SHARE = 0.5
 """A side that is blocked on the rate limiter for at least this share of the acting time (and more than the other
 side) sets the regime: actors blocked -> learner-bound, learner blocked -> actor-bound; otherwise balanced."""
@@ -99,6 +104,8 @@ def censored_median_ci(values: Sequence[float | None], level: float = LEVEL) -> 
         return Interval(None, None, None, 0, 0)
     reached = int(np.isfinite(x).sum())
     point = float(_medians(x[None, :])[0])
+    if x.size < MIN_RUNS:
+        return Interval(point, None, None, int(x.size), reached)
     low, high = _bounds(_medians(_resample(x, np.random.default_rng(RNG_SEED))), level)
     return Interval(point, low, high, int(x.size), reached)
 
@@ -113,7 +120,7 @@ def speedup_ci(
     base: Sequence[float | None], other: Sequence[float | None], level: float = LEVEL, paired: bool = False
 ) -> Interval:
     """``median(base) / median(other)`` of censored times with its bootstrap interval; None parts when either
-    group is empty or too many resamples have no ratio.
+    group is empty, it has fewer than :data:`MIN_RUNS` runs, or too many resamples have no ratio.
 
     Args:
         base: times of the reference runs (None: not reached).
@@ -130,6 +137,10 @@ def speedup_ci(
     if not b.size or not o.size:
         return Interval(None, None, None, int(o.size), int(np.isfinite(o).sum()))
     point = float(_ratio(_medians(b[None, :]), _medians(o[None, :]))[0])
+    if min(b.size, o.size) < MIN_RUNS:
+        return Interval(
+            None if math.isnan(point) else point, None, None, int(o.size), int(np.isfinite(o).sum())
+        )
     rng = np.random.default_rng(RNG_SEED)
     if paired:
         idx = rng.integers(0, b.size, size=(RESAMPLES, b.size))
@@ -148,6 +159,8 @@ def mean_ci(values: Sequence[float | None], level: float = LEVEL) -> Interval:
     x = np.asarray([float(v) for v in values if v is not None and math.isfinite(v)], np.float64)
     if not x.size:
         return Interval(None, None, None, len(values), 0)
+    if x.size < MIN_RUNS:
+        return Interval(float(x.mean()), None, None, len(values), int(x.size))
     means = _resample(x, np.random.default_rng(RNG_SEED)).mean(axis=1)
     low, high = _bounds(means, level)
     return Interval(float(x.mean()), low, high, len(values), int(x.size))

@@ -12,6 +12,7 @@ import pytest
 from actorq.report import bootstrap
 from actorq.report.analysis import build_tables
 from actorq.report.cli import build_report
+from actorq.report.grid_md import is_faster
 from actorq.report.records import RECORDS_DIR, load_records, write_record
 from actorq.report.runs import load_runs
 from actorq.status import LearnerStatus, ReplayStatus, write_status
@@ -64,6 +65,26 @@ def test_paired_speedup_ci_separates_the_machine_from_the_ratio():
 def test_mean_ci_brackets_the_mean():
     ci = bootstrap.mean_ci([190.0, 200.0, 180.0, 195.0, 210.0, None])
     assert ci.value == pytest.approx(195.0) and ci.low < 195.0 < ci.high and (ci.n, ci.n_reached) == (6, 5)
+
+
+def test_one_or_two_seeds_have_no_interval_and_claim_nothing():
+    # The first seed of a task: fp32 never reached the threshold, int8 did. One run resampled is itself, so a
+    # bootstrap "interval" would be [inf, inf] and claim a speed-up from one seed.
+    first = bootstrap.speedup_ci([None], [376.0], paired=True)
+    assert math.isinf(first.value) and first.low is None and first.high is None
+    assert not is_faster(first) and "CI undefined" in first.fmt(2, "x", inf="inf")
+    two = bootstrap.speedup_ci([None, None], [376.0, 380.0], paired=True)
+    assert two.low is None
+    three = bootstrap.speedup_ci([None, None, None], [376.0, 380.0, 390.0], paired=True)
+    assert math.isinf(three.low) and is_faster(three)
+    assert bootstrap.censored_median_ci([366.0, 400.0]).low is None
+    assert bootstrap.censored_median_ci([366.0, 400.0, 410.0]).low == 366.0
+    single = bootstrap.mean_ci([-240.4, None])
+    assert (
+        single.value == pytest.approx(-240.4)
+        and single.low is None
+        and (single.n, single.n_reached) == (2, 1)
+    )
 
 
 # -- regime -----------------------------------------------------------------------------------------------------
