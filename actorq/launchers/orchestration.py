@@ -156,7 +156,8 @@ def check_plan_arguments(args: argparse.Namespace) -> list[str]:
 
 
 def train_command(args: list[str]) -> list[str]:
-    """The command line of one ActorQ run: ``python -m actorq.launchers.train`` with ``args`` (see :func:`train_args`)."""
+    """The command line of one ActorQ run: ``python -m actorq.launchers.train`` with ``args``, the arguments
+    :func:`train_args` makes."""
     return [sys.executable, "-m", "actorq.launchers.train", *args]
 
 
