@@ -15,15 +15,24 @@ from collections.abc import Callable
 EXIT_USAGE = 2
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (argparse reports anything else as one ``error:`` line, exit 2)."""
+def _int_at_least(text: str, low: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+        value = low - 1
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse reports anything else as one ``error:`` line, exit 2)."""
+    return _int_at_least(text, 1, "a positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _int_at_least(text, 0, "an integer >= 0")
 
 
 class CliError(Exception):

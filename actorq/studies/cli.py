@@ -13,7 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
-from actorq.usage import positive_int
+from actorq.usage import EXIT_USAGE, non_negative_int, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -24,18 +24,7 @@ LOAD_ALGO_CHOICES = [*ALGO_CHOICES, "qrdqn"]  # loading also takes sb3-contrib's
 def _fail(msg: object) -> SystemExit:
     """Bad user input: one ``error:`` line, exit status 2."""
     sys.stderr.write(f"error: {msg}\n")
-    return SystemExit(2)
-
-
-def _non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
-    return value
+    return SystemExit(EXIT_USAGE)
 
 
 def _bit_width(text: str) -> int:
@@ -314,7 +303,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--env", required=True, help="gymnasium id to train on, e.g. CartPole-v1")
     q.add_argument("--bits", default="8", help="integer bit width or comma list, e.g. 8,6,4")
     q.add_argument(
-        "--quant-delay", type=_non_negative_int, required=True, help="step at which fake quantization starts"
+        "--quant-delay", type=non_negative_int, required=True, help="step at which fake quantization starts"
     )
     q.add_argument("--steps", type=positive_int, required=True, help="environment steps per training run")
     q.add_argument("--seeds", type=positive_int, default=3, help="independently trained policies per variant")

@@ -65,6 +65,10 @@ BAD_INPUT = {
         ["qat", "--algo", "dqn", "--env", "CartPole-v1", "--quant-delay", "100", "--steps", "100", *OUT],
         "--quant-delay 100 must be below --steps 100",
     ),
+    "qat --quant-delay negative": (
+        ["qat", "--algo", "dqn", "--env", "CartPole-v1", "--quant-delay", "-1", "--steps", "100", *OUT],
+        "must be an integer >= 0, got '-1'",
+    ),
     "qat --env": (
         ["qat", "--algo", "dqn", "--env", "NoSuchEnv-v0", "--quant-delay", "1", "--steps", "100", *OUT],
         "unknown gymnasium environment 'NoSuchEnv-v0'",
