@@ -91,9 +91,14 @@ def load_key_file(path: str | Path) -> WeightsKey:
         key = key_from_text(text)
     except ValueError as exc:
         raise WeightsKeyError(f"weights key file {path}: {exc}") from None
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        log.warning("weights key file %s is readable by other users (mode %04o): chmod 600 it", path, mode)
+    info = path.stat()
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o007:
+        log.warning("weights key file %s is open to every user (mode %04o): chmod 600 it", path, mode)
+    elif mode & 0o070:
+        # A Kubernetes Secret reaches a non-root pod only through its fsGroup (mode 0440): expected there, so a
+        # note rather than a warning every role repeats; elsewhere it says who else holds the key.
+        log.info("weights key file %s is readable by group %d (mode %04o)", path, info.st_gid, mode)
     return key
 
 

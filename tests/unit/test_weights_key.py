@@ -184,3 +184,20 @@ def test_without_a_key_unsigned_weights_are_accepted_and_with_one_refused(tmp_pa
     table.buffer = unsigned
     secure.update(wait=True)
     assert secure.weights.version == -1 and "unsigned" in secure.weights.last_error
+
+
+@pytest.mark.parametrize(
+    ("mode", "level", "says"),
+    [(0o600, None, None), (0o440, "INFO", "readable by group"), (0o644, "WARNING", "open to every user")],
+)
+def test_key_file_permissions_are_reported_by_who_else_can_read_it(tmp_path, caplog, mode, level, says):
+    path = tmp_path / "weights.key"
+    path.write_text("ab" * 32)
+    os.chmod(path, mode)
+    with caplog.at_level("INFO", logger="actorq.roles.weights_key"):
+        load_key_file(path)
+    found = [r for r in caplog.records if str(path) in r.getMessage()]
+    if level is None:
+        assert not found
+    else:
+        assert [r.levelname for r in found] == [level] and says in found[0].getMessage()
