@@ -81,7 +81,8 @@ def verify_q_values(
         error <= bound and agreement >= MIN_AGREEMENT,
         error,
         f"max Q error {error:.3g} of max |Q| (bound {bound:g}); greedy actions agree on {agreement:.1%} of "
-        f"{int(decisive.sum())} decisive probes (bound {MIN_AGREEMENT:.0%})",
+        f"{int(decisive.sum())} decisive probes (bound {MIN_AGREEMENT:.0%}; {agree.mean():.1%} of all "
+        f"{len(agree)}, near ties unbounded)",
     )
 
 

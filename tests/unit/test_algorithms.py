@@ -183,3 +183,18 @@ def test_the_name_compare_scan_finds_a_branch():
     assert _algorithm_name_compares('if config.algorithm == "dqn":\n    pass\n') == [1]
     assert _algorithm_name_compares('x = "d4pg" != spec.algorithm\n') == [1]
     assert _algorithm_name_compares("x = config.algorithm == other\n") == []
+
+
+def test_dqn_int8_check_bounds_decisive_probes_and_reports_near_ties():
+    from actorq.algorithms.dqn import BOUNDS, verify_q_values
+
+    # Rows 0-2 decisive (gap 1 of max |Q| 2), rows 3-4 near ties (gap 0.01).
+    ref = np.array([[2.0, 1.0], [1.0, 2.0], [2.0, 1.0], [1.0, 1.01], [1.01, 1.0]], np.float32)
+    near_ties_flipped = ref.copy()
+    near_ties_flipped[3:] = ref[3:, ::-1]
+    ok = verify_q_values(near_ties_flipped, ref, "int8", BOUNDS)
+    assert ok.ok and "100.0% of 3 decisive probes" in ok.detail and "60.0% of all 5" in ok.detail
+    decisive_flipped = ref.copy()
+    decisive_flipped[0] = [1.45, 1.55]  # a decisive flip; the Q bound widened so agreement alone decides
+    bad = verify_q_values(decisive_flipped, ref, "int8", {**BOUNDS, "int8": 1.0})
+    assert not bad.ok and "66.7% of 3 decisive probes" in bad.detail
