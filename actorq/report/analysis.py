@@ -79,12 +79,17 @@ class TaskTable:
         when both labels ran the same seeds once each (a seed's runs share its machine), else run by run."""
         base_runs, runs = self.runs.get(base_label, []), self.runs.get(label, [])
         base_seeds, seeds = [m.seed for m in base_runs], [m.seed for m in runs]
-        if runs and len(set(seeds)) == len(seeds) and sorted(base_seeds) == sorted(seeds):
-            by_seed = {m.seed: m.t_reach for m in base_runs}
-            return bootstrap.speedup_ci(
-                [by_seed[m.seed] for m in runs], [m.t_reach for m in runs], paired=True
-            )
-        return bootstrap.speedup_ci([m.t_reach for m in base_runs], [m.t_reach for m in runs])
+        paired = bool(runs) and len(set(seeds)) == len(seeds) and sorted(base_seeds) == sorted(seeds)
+        if paired:
+            by_seed = {m.seed: m for m in base_runs}
+            base_runs = [by_seed[m.seed] for m in runs]
+        return bootstrap.speedup_ci(
+            [m.t_reach for m in base_runs],
+            [m.t_reach for m in runs],
+            paired=paired,
+            base_censored_at=[m.t_censored for m in base_runs],
+            other_censored_at=[m.t_censored for m in runs],
+        )
 
     def best_cell(self, precision: str) -> str | None:
         """The label (sweep cell) of ``precision`` with the lowest median time to threshold (None if none has a

@@ -8,9 +8,13 @@
 * **Speed-up** ``median(base) / median(other)``: when both groups ran the same seeds, seeds are resampled as
   pairs (the fp32 and int8 runs of one seed share its environment seeds and, in a grid that goes on across
   sessions, its machine: a 2x slower CPU slows both, and resampling the groups independently would count that as
-  noise in the ratio); otherwise the groups are resampled independently. ``inf / finite`` is infinite,
-  ``finite / inf`` is 0, and a resample where both medians are infinite has no ratio: when more than
-  ``1 - level`` of resamples have none, the interval is not reported (None).
+  noise in the ratio); otherwise the groups are resampled independently. A run that did not reach the threshold
+  took longer than the time it was last seen short of it (its censoring time; 0 when unknown), so a median
+  involving it bounds the ratio from one side only: the lower end of the ratio takes the base's unreached runs at
+  their censoring times and the other's as never, the upper end the reverse. fp32 never reaching the threshold in
+  480 s while int8 takes 400 s is a speed-up of at least 1.2x (``>= 1.20``), not infinity. A resample where both
+  medians are unreached has no ratio: when more than ``1 - level`` of resamples have none, the interval is not
+  reported (None).
 * **Mean** (final and best rewards): plain percentile bootstrap of the mean.
 * Every interval needs at least :data:`MIN_RUNS` runs (pairs, for a paired speed-up): resampling one or two runs
   gives back their own values, not a 95% interval, and a grid that goes on across sessions reports its first seeds.
@@ -48,6 +52,8 @@ class Interval:
     high: float | None
     n: int
     n_reached: int
+    bound: str = ""
+    """``">="`` / ``"<="`` when censoring makes ``value`` a lower / upper bound of the estimate (speed-ups)."""
 
     def fmt(self, digits: int = 0, unit: str = "", inf: str = "not reached") -> str:
         """``"412 s [380, 460] (5/5)"``; infinity shows as ``inf`` ("not reached" for times; "inf" for ratios)."""
@@ -60,7 +66,10 @@ class Interval:
         if not self.n:
             return "-"
         ci = f" [{one(self.low)}, {one(self.high)}]" if self.low is not None else " [CI undefined]"
-        return f"{one(self.value)}{ci} ({self.n_reached}/{self.n})"
+        value = (
+            f"{self.bound} {one(self.value)}" if self.bound and self.value is not None else one(self.value)
+        )
+        return f"{value}{ci} ({self.n_reached}/{self.n})"
 
     def as_dict(self) -> dict[str, float | int | None]:
         """JSON-ready, with infinity as the string "inf"."""
@@ -69,7 +78,7 @@ class Interval:
             return "inf" if x is not None and math.isinf(x) else x
 
         return {"value": one(self.value), "low": one(self.low), "high": one(self.high), "n": self.n,
-                "n_reached": self.n_reached}  # fmt: skip
+                "n_reached": self.n_reached, "bound": self.bound}  # fmt: skip
 
 
 def _censored(values: Sequence[float | None]) -> np.ndarray:
@@ -116,8 +125,36 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return out
 
 
+def _at_censoring(x: np.ndarray, censored_at: Sequence[float | None] | None) -> np.ndarray:
+    """``x`` with each unreached run at its censoring time (a lower bound of its time; 0 when unknown)."""
+    floor = (
+        np.zeros(x.size)
+        if censored_at is None
+        else np.asarray(
+            [float(c) if c is not None and math.isfinite(c) else 0.0 for c in censored_at], np.float64
+        )
+    )
+    if floor.size != x.size:
+        raise ValueError(f"{floor.size} censoring times for {x.size} runs")
+    return np.where(np.isinf(x), floor, x)
+
+
+def _point(low: float, high: float) -> tuple[float | None, str]:
+    """The estimate from its two ends: one value, a one-sided bound, or undefined (None)."""
+    if math.isnan(low) or math.isnan(high) or (low == 0 and math.isinf(high)):
+        return None, ""
+    if low == high:
+        return low, ""
+    return (low, ">=") if math.isinf(high) else (high, "<=") if low == 0 else (low, ">=")
+
+
 def speedup_ci(
-    base: Sequence[float | None], other: Sequence[float | None], level: float = LEVEL, paired: bool = False
+    base: Sequence[float | None],
+    other: Sequence[float | None],
+    level: float = LEVEL,
+    paired: bool = False,
+    base_censored_at: Sequence[float | None] | None = None,
+    other_censored_at: Sequence[float | None] | None = None,
 ) -> Interval:
     """``median(base) / median(other)`` of censored times with its bootstrap interval; None parts when either
     group is empty, it has fewer than :data:`MIN_RUNS` runs, or too many resamples have no ratio.
@@ -127,31 +164,46 @@ def speedup_ci(
         other: times of the compared runs.
         level: the interval's coverage.
         paired: ``base[i]`` and ``other[i]`` are the same seed (same machine): resample seeds, not runs.
+        base_censored_at: per base run, when it was last seen short of the threshold (used where it never
+            reached it; None: unknown, taken as 0).
+        other_censored_at: the same for ``other``.
 
     Raises:
-        ValueError: ``paired`` with groups of different sizes.
+        ValueError: ``paired`` with groups of different sizes, or censoring times that don't match the runs.
     """
     b, o = _censored(base), _censored(other)
     if paired and b.size != o.size:
         raise ValueError(f"paired speed-up needs one run per seed in each group, got {b.size} and {o.size}")
+    n_reached = int(np.isfinite(o).sum())
     if not b.size or not o.size:
-        return Interval(None, None, None, int(o.size), int(np.isfinite(o).sum()))
-    point = float(_ratio(_medians(b[None, :]), _medians(o[None, :]))[0])
+        return Interval(None, None, None, int(o.size), n_reached)
+    b_floor, o_floor = _at_censoring(b, base_censored_at), _at_censoring(o, other_censored_at)
+
+    def ends(ib: np.ndarray, io: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Lower and upper ends of the ratio per resample, and which resamples have none (both unreached)."""
+        none = np.isinf(_medians(b[ib])) & np.isinf(_medians(o[io]))
+        low = _ratio(_medians(b_floor[ib]), _medians(o[io]))
+        high = _ratio(_medians(b[ib]), _medians(o_floor[io]))
+        return low, high, none
+
+    low0, high0, none0 = ends(np.arange(b.size)[None, :], np.arange(o.size)[None, :])
+    value, bound = (None, "") if none0[0] else _point(float(low0[0]), float(high0[0]))
     if min(b.size, o.size) < MIN_RUNS:
-        return Interval(
-            None if math.isnan(point) else point, None, None, int(o.size), int(np.isfinite(o).sum())
-        )
+        return Interval(value, None, None, int(o.size), n_reached, bound)
     rng = np.random.default_rng(RNG_SEED)
     if paired:
         idx = rng.integers(0, b.size, size=(RESAMPLES, b.size))
-        ratios = _ratio(_medians(b[idx]), _medians(o[idx]))
+        lows, highs, none = ends(idx, idx)
     else:
-        ratios = _ratio(_medians(_resample(b, rng)), _medians(_resample(o, rng)))
-    defined = ratios[~np.isnan(ratios)]
+        lows, highs, none = ends(
+            rng.integers(0, b.size, size=(RESAMPLES, b.size)),
+            rng.integers(0, o.size, size=(RESAMPLES, o.size)),
+        )
     low = high = None
-    if defined.size >= level * ratios.size:
-        low, high = _bounds(defined, level)
-    return Interval(None if math.isnan(point) else point, low, high, int(o.size), int(np.isfinite(o).sum()))
+    if (~none).sum() >= level * none.size:
+        low = _bounds(lows[~none], level)[0]
+        high = _bounds(highs[~none], level)[1]
+    return Interval(value, low, high, int(o.size), n_reached, bound)
 
 
 def mean_ci(values: Sequence[float | None], level: float = LEVEL) -> Interval:

@@ -70,7 +70,9 @@ CI_NOTE = (
     "reached the threshold is censored, not dropped: it counts as slower than every run that did, so a median or "
     "bound of 'not reached' means at least that share of runs never got there. Speed-up = median fp32 time / median "
     "time of the precision in the same sweep cell, resampled by seed when both ran the same seeds (a seed's runs "
-    "share its machine) and run by run otherwise; a speed-up is claimed (**faster**) only "
+    "share its machine) and run by run otherwise. An unreached run bounds a speed-up by the time it was last seen short "
+    "of the threshold: '>= 1.09x' means fp32's median run had not reached it by 1.09 times the precision's median "
+    "time, and the interval's upper end is then unbounded. A speed-up is claimed (**faster**) only "
     "where the interval's lower bound is above 1. Final reward: mean of the last k evaluations of each run; best reward: each "
     "run's best mean of k consecutive evaluations."
 )

@@ -37,6 +37,8 @@ class RunMetrics:
 
     run: RunData
     t_reach: float | None = None
+    t_censored: float | None = None
+    """Where the threshold was not reached: seconds at the run's last evaluation (its time to threshold is later)."""
     steps_reach: float | None = None
     final_return: float | None = None
     best_raw: float | None = None
@@ -327,6 +329,8 @@ def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -
             m.learner_steps_reach = (
                 float(run.eval_learner_steps[i]) if np.isfinite(run.eval_learner_steps[i]) else None
             )
+        else:
+            m.t_censored = float(run.eval_t[-1])
     agg = run_aggregates(run)
     for key in AGGREGATES:
         setattr(m, key, agg.get(key))

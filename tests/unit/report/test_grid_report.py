@@ -70,13 +70,14 @@ def test_mean_ci_brackets_the_mean():
 def test_one_or_two_seeds_have_no_interval_and_claim_nothing():
     # The first seed of a task: fp32 never reached the threshold, int8 did. One run resampled is itself, so a
     # bootstrap "interval" would be [inf, inf] and claim a speed-up from one seed.
-    first = bootstrap.speedup_ci([None], [376.0], paired=True)
-    assert math.isinf(first.value) and first.low is None and first.high is None
+    first = bootstrap.speedup_ci([None], [376.0], paired=True, base_censored_at=[480.0])
+    assert first.value == pytest.approx(480 / 376) and first.bound == ">="
+    assert first.low is None and first.high is None
     assert not is_faster(first) and "CI undefined" in first.fmt(2, "x", inf="inf")
-    two = bootstrap.speedup_ci([None, None], [376.0, 380.0], paired=True)
+    two = bootstrap.speedup_ci([None, None], [376.0, 380.0], paired=True, base_censored_at=[480.0, 480.0])
     assert two.low is None
-    three = bootstrap.speedup_ci([None, None, None], [376.0, 380.0, 390.0], paired=True)
-    assert math.isinf(three.low) and is_faster(three)
+    three = bootstrap.speedup_ci([None] * 3, [376.0, 380.0, 390.0], paired=True, base_censored_at=[480.0] * 3)
+    assert three.low == pytest.approx(480 / 390) and is_faster(three)
     assert bootstrap.censored_median_ci([366.0, 400.0]).low is None
     assert bootstrap.censored_median_ci([366.0, 400.0, 410.0]).low == 366.0
     single = bootstrap.mean_ci([-240.4, None])
@@ -210,3 +211,24 @@ def test_a_malformed_record_is_left_out_with_a_reason(tmp_path):
     runs, skipped = load_records([tmp_path])
     assert runs == [] and len(skipped) == 2
     assert any("not an ActorQ run record" in why for _, why in skipped)
+
+
+def test_an_unreached_base_bounds_the_speed_up_by_its_censoring_time_not_infinity():
+    # fp32 never reached the threshold in its 480 s runs; int8 took 376-452 s: int8 is faster by at least
+    # 485/444 (the median seed), and the interval's lower end is what the slowest resampled medians allow.
+    fp32, int8 = [None, None, None], [376.0, 452.0, 444.0]
+    ci = bootstrap.speedup_ci(fp32, int8, paired=True, base_censored_at=[480.0, 490.0, 485.0])
+    assert ci.bound == ">=" and ci.value == pytest.approx(485 / 444)
+    assert ci.low == pytest.approx(490 / 452) and math.isinf(ci.high) and is_faster(ci)  # seed 1 thrice
+    assert ci.fmt(2, "x", inf="inf").startswith(">= 1.09x [1.08x, inf]")
+    # Runs that stopped well before int8's times bound nothing: no claim.
+    short = bootstrap.speedup_ci(fp32, int8, paired=True, base_censored_at=[300.0] * 3)
+    assert short.value == pytest.approx(300 / 444) and not is_faster(short)
+    # Without censoring times an unreached run is known only to be unreached: no lower bound at all.
+    unknown = bootstrap.speedup_ci(fp32, int8, paired=True)
+    assert unknown.value is None and unknown.low == 0 and not is_faster(unknown)
+    # The other way round (int8 unreached, fp32 at 300 s): at most 300/480, a slow-down.
+    slower = bootstrap.speedup_ci([300.0] * 3, fp32, paired=True, other_censored_at=[480.0] * 3)
+    assert slower.bound == "<=" and slower.value == pytest.approx(300 / 480) and slower.high < 1
+    with pytest.raises(ValueError, match="censoring times"):
+        bootstrap.speedup_ci(fp32, int8, base_censored_at=[480.0])
