@@ -257,7 +257,8 @@ class ExperimentConfig:
     affinity: AffinityConfig = field(default_factory=AffinityConfig)
     """CPU cores per role (empty: any)."""
     seed: int = 0
-    """Base random seed; each role and actor derives its own from it."""
+    """Base random seed: the learner's initial networks (TensorFlow's global seed), and the seed each role, actor and
+    environment derives its own from."""
     max_minutes: float = 10.0
     """Stop the experiment after this many wall-clock minutes; 0 = no limit."""
     max_actor_steps: int = 0

@@ -339,4 +339,7 @@ def make_learner(
     """Build the configured algorithm's Acme learner (its ``learner_builder``) reading from ``replay_address``."""
     acme_adapter.check_surface()  # an Acme that moved a private member fails here, not mid-training
     build = algorithms.get(config.algorithm).learner_builder.load()
+    # The run's seed sets the networks' initial weights: a seed's runs at every precision start from the same
+    # policy (so comparing them pairs like with like), and a rerun of a seed starts where it did.
+    tf.random.set_seed(config.seed)
     return build(config, environment_spec, replay_address, counting.Counter(), _LastResult(), checkpoint_dir)

@@ -157,3 +157,16 @@ def test_einsum_dense_matches_matmul_values_and_gradients():
     expected = plain(cube).numpy()
     use_einsum_dense(plain)
     np.testing.assert_allclose(plain(cube).numpy(), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("algorithm", ["d4pg", "dqn"])
+def test_the_seed_sets_the_initial_networks(reverb_server, algorithm):
+    config = tiny_config(algorithm, seed=3)
+    server = reverb_server(config)
+    first, again, other = _learners([config, config, replace(config, seed=4)], server)
+
+    def weights(learner) -> list[np.ndarray]:
+        return [value for _, value in sorted(learner.get_variables().items())]
+
+    assert all(np.array_equal(a, b) for a, b in zip(weights(first), weights(again), strict=True))
+    assert not all(np.array_equal(a, b) for a, b in zip(weights(first), weights(other), strict=True))
