@@ -34,9 +34,10 @@ from typing import Any
 import numpy as np
 
 from actorq.bench.actors import block_order
-from actorq.bench.learner_worker import WorkerProcess
+from actorq.bench.learner_worker import STOP_TIMEOUT_S, start_worker
 from actorq.bench.pool import machine_info
 from actorq.bench.summary import set_speedup
+from actorq.bench.worker_protocol import BenchWorker
 from actorq.config import ConfigError, ExperimentConfig, load_config, replace, save_config
 
 log = logging.getLogger(__name__)
@@ -176,7 +177,7 @@ def run_bench(
     server = make_server(base, environment_spec_for(env), port=None)
     env.close()
     workdir = Path(tempfile.mkdtemp(prefix="actorq-bench-learner-"))
-    workers: dict[str, WorkerProcess] = {}
+    workers: dict[str, BenchWorker] = {}
     records: list[dict[str, Any]] = []
     ok = False
     stack = contextlib.ExitStack()
@@ -190,7 +191,7 @@ def run_bench(
         for i, variant in enumerate(variants):
             path = workdir / f"variant_{i}.yaml"
             save_config(bench_config(config, variant), path)
-            workers[variant.name] = WorkerProcess(i, variant.name, path, address, workdir)
+            workers[variant.name] = start_worker(i, variant.name, path, address, workdir)
         for name, worker in workers.items():  # one at a time: each traces (and maybe compiles) its step
             worker.send({"cmd": "prepare"})
             info = json.loads(worker.expect("ready", START_TIMEOUT_S))
@@ -212,7 +213,7 @@ def run_bench(
         ok = True
     finally:
         for worker in workers.values():
-            worker.stop()
+            worker.stop(STOP_TIMEOUT_S)
         stack.close()
         server.stop()
         if ok:

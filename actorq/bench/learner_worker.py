@@ -1,5 +1,5 @@
 """The learner bench's worker process (one variant's real LearnerRole, driven by JSON lines on stdin) and
-:class:`WorkerProcess`, the bench's handle on one.
+:func:`start_worker`, which starts one for the bench.
 
 Started by ``actorq bench learner`` (never by hand) with its environment already set (``TF_ENABLE_ONEDNN_OPTS``
 must be in place before TensorFlow loads). Commands: ``prepare`` (build the role, take the first step: tracing and
@@ -10,87 +10,34 @@ original stdout prefixed ``@@``; everything libraries print goes to stderr (the 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import logging
 import os
-import queue
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
+
 log = logging.getLogger(__name__)
 
+STOP_TIMEOUT_S = 30.0
+"""A learner worker's exit includes closing TensorFlow and its Reverb dataset."""
 
-class WorkerProcess:
-    """Parent side: one variant's worker process, owned by pid, speaking JSON lines (``@@tag payload``) on stdout."""
 
-    def __init__(self, index: int, name: str, config_path: Path, address: str, workdir: Path):
-        from actorq.config import load_config
-        from actorq.roles.common import learner_environment
+def start_worker(index: int, name: str, config_path: Path, address: str, workdir: Path) -> BenchWorker:
+    """Bench side: start variant ``name``'s worker on ``config_path``, in the learner environment it asks for."""
+    from actorq.config import load_config
+    from actorq.roles.common import learner_environment
 
-        self.name = name
-        self.log_path = workdir / f"worker_{index}.log"
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        env.update(learner_environment(load_config(config_path)))
-        with self.log_path.open("ab") as logf:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "actorq.bench.learner_worker", "--config", str(config_path)]
-                + ["--address", address, "--run-dir", str(workdir / f"run_{self.log_path.stem}")],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=logf,
-                start_new_session=True,
-                env=env,
-                text=True,
-            )
-        self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-
-    def send(self, command: dict[str, Any]) -> None:
-        self.proc.stdin.write(json.dumps(command) + "\n")
-        self.proc.stdin.flush()
-
-    def expect(self, tag: str, timeout_s: float) -> str:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                line = self.lines.get(timeout=1.0)
-            except queue.Empty:
-                line = None
-            if line is not None:
-                head, _, rest = line.partition(" ")
-                if head == f"@@{tag}":
-                    return rest
-                if head == "@@error":
-                    raise RuntimeError(f"learner bench worker {self.name} failed: {rest} ({self.log_path})")
-                continue
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"learner bench worker {self.name} exited with {self.proc.returncode}; "
-                    f"see {self.log_path}"
-                )
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"learner bench worker {self.name} sent no {tag} in {timeout_s:.0f}s")
-
-    def stop(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            self.send({"cmd": "exit"})
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            log.warning("learner bench worker pid %d did not exit; killing it", self.proc.pid)
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+    log_path = workdir / f"worker_{index}.log"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.update(learner_environment(load_config(config_path)))
+    argv = ["actorq.bench.learner_worker", "--config", str(config_path), "--address", address]
+    argv += ["--run-dir", str(workdir / f"run_{log_path.stem}")]
+    return BenchWorker(f"learner bench worker {name}", argv, log_path, env)
 
 
 def _median_ms(fn, n: int) -> float:
@@ -174,8 +121,7 @@ def measure(role, seconds: float, breakdown_steps: int) -> dict[str, Any]:
 
 def worker_main(config_path: str, address: str, run_dir: str) -> int:
     """Serve prepare/go/exit commands on stdin (see the module docstring)."""
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # anything else printed to stdout goes to the log, not into the protocol
+    proto = open_protocol()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     from actorq.config import load_config
     from actorq.roles.common import apply_learner_environment
@@ -187,28 +133,22 @@ def worker_main(config_path: str, address: str, run_dir: str) -> int:
 
     # Signed publishing, as in a real run (its cost is part of the publishing time measured).
     weights_key = load_key_file(ensure_run_key(run_dir))
+    roles: list[LearnerRole] = []
 
-    role = None
-    for line in sys.stdin:
-        try:
-            cmd = json.loads(line)
-            if cmd["cmd"] == "exit":
-                break
-            if cmd["cmd"] == "prepare":
-                role = LearnerRole(config, run_dir, address, weights_key=weights_key)
-                started = time.perf_counter()
-                role.step()
-                proto.write("@@ready " + json.dumps({"first_step_s": time.perf_counter() - started}) + "\n")
-            elif cmd["cmd"] == "go":
-                result = measure(role, float(cmd["seconds"]), int(cmd["breakdown_steps"]))
-                proto.write("@@result " + json.dumps(result) + "\n")
-        except Exception as exc:  # reported to the parent, which stops the bench
-            log.exception("learner bench worker command failed")
-            proto.write(f"@@error {type(exc).__name__}: {exc}\n")
-    if role is not None:
+    def handle(cmd: dict[str, Any]) -> str:
+        if cmd["cmd"] == "prepare":
+            roles.append(LearnerRole(config, run_dir, address, weights_key=weights_key))
+            started = time.perf_counter()
+            roles[-1].step()
+            return reply("ready", {"first_step_s": time.perf_counter() - started})
+        if cmd["cmd"] == "go":
+            return reply("result", measure(roles[-1], float(cmd["seconds"]), int(cmd["breakdown_steps"])))
+        raise ValueError(f"unknown command {cmd['cmd']!r}")
+
+    serve(proto, handle, "learner bench worker")
+    for role in roles:
         role.close()
         threading.Thread(target=role._publisher.close, args=(False,), daemon=True).start()  # noqa: SLF001
-    proto.flush()
     # Reverb/TF native threads can hold up interpreter teardown; nothing is left to flush.
     os._exit(0)
 

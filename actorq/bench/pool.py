@@ -14,12 +14,9 @@ import json
 import logging
 import os
 import platform
-import queue
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
 from actorq.config import ExperimentConfig, save_config
 from actorq.hardware import cpu_info
 from actorq.roles.weights_key import ensure_run_key, load_key_file
@@ -91,8 +89,7 @@ class WorkerPool:
         # Signed messages, as in training: the actors' update cost includes verifying them.
         self.key_file = ensure_run_key(self.workdir)
         self.key = load_key_file(self.key_file)
-        self.procs: list[subprocess.Popen] = []
-        self.lines: list[queue.Queue] = []
+        self.workers: list[BenchWorker] = []
         self.server = None
         self._publisher = None
         self._blocks = 0
@@ -109,20 +106,9 @@ class WorkerPool:
         address = f"localhost:{self.server.port}"
         try:
             for i in range(self.n):
-                logf = (self.workdir / f"worker_{i}.log").open("ab")
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "actorq.bench.pool", "--address", address],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=logf,
-                    start_new_session=True,
-                    env=_child_env(),
-                    text=True,
-                )
-                lines: queue.Queue = queue.Queue()
-                threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
-                self.procs.append(proc)
-                self.lines.append(lines)
+                argv = ["actorq.bench.pool", "--address", address]
+                log_path = self.workdir / f"worker_{i}.log"
+                self.workers.append(BenchWorker(f"bench worker {i}", argv, log_path, _child_env()))
             self._expect_all("hello", START_TIMEOUT_S)
         except BaseException:
             self.__exit__(*sys.exc_info())  # keeps the worker logs for the error message
@@ -134,36 +120,12 @@ class WorkerPool:
         self._publisher.publish(message)
 
     def _send(self, command: dict[str, Any]) -> None:
-        for proc in self.procs:
-            proc.stdin.write(json.dumps(command) + "\n")
-            proc.stdin.flush()
+        for worker in self.workers:
+            worker.send(command)
 
     def _expect_all(self, tag: str, timeout_s: float) -> list[str]:
-        out = []
         deadline = time.monotonic() + timeout_s
-        for i, (proc, lines) in enumerate(zip(self.procs, self.lines, strict=True)):
-            while True:
-                try:
-                    line = lines.get(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
-                except queue.Empty:
-                    line = None
-                if line is not None:
-                    head, _, rest = line.partition(" ")
-                    if head == f"@@{tag}":
-                        out.append(rest)
-                        break
-                    if head == "@@error":
-                        raise RuntimeError(
-                            f"bench worker {i} failed: {rest} (log: {self.workdir}/worker_{i}.log)"
-                        )
-                    continue
-                if proc.poll() is not None:
-                    raise RuntimeError(
-                        f"bench worker {i} exited with {proc.returncode}; see {self.workdir}/worker_{i}.log"
-                    )
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"bench worker {i} sent no {tag} within {timeout_s:.0f}s")
-        return out
+        return [w.expect(tag, max(0.0, deadline - time.monotonic())) for w in self.workers]
 
     def run_block(self, config: ExperimentConfig, seconds: float, fresh: bool) -> list[dict[str, Any]]:
         """Every worker builds an ActorRole from ``config``, then all step for ``seconds`` at once."""
@@ -178,12 +140,10 @@ class WorkerPool:
         self._blocks += 1
         path = self.workdir / f"block_{self._blocks}.yaml"
         save_config(config, path)
-        for i, proc in enumerate(self.procs):
+        for i, worker in enumerate(self.workers):
             run_dir = self.workdir / f"block_{self._blocks}"
             cmd = {"cmd": "prepare", "config": str(path), "index": i, "run_dir": str(run_dir)}
-            cmd["key_file"] = str(self.key_file)
-            proc.stdin.write(json.dumps(cmd) + "\n")
-            proc.stdin.flush()
+            worker.send({**cmd, "key_file": str(self.key_file)})
         self._expect_all("ready", START_TIMEOUT_S)
         self._send({"cmd": "go", "seconds": seconds, "fresh": fresh})
 
@@ -196,17 +156,10 @@ class WorkerPool:
         return results
 
     def __exit__(self, *exc: object) -> None:
-        for proc in self.procs:
-            with contextlib.suppress(OSError, ValueError):
-                proc.stdin.write(json.dumps({"cmd": "exit"}) + "\n")
-                proc.stdin.close()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                log.warning("bench worker pid %d did not exit; killing it", proc.pid)
-                proc.kill()
-                proc.wait(timeout=10)
+        for worker in self.workers:  # all asked first, so they exit in parallel
+            worker.request_exit()
+        for worker in self.workers:
+            worker.wait(timeout_s=20)
         if self.server is not None:
             self.server.stop()
         if exc and exc[0] is None:
@@ -215,12 +168,6 @@ class WorkerPool:
             log.warning("bench worker logs kept in %s", self.workdir)
 
 
-def _pump(stream, lines: queue.Queue) -> None:
-    for line in stream:
-        lines.put(line.rstrip("\n"))
-
-
-# -- the worker process -------------------------------------------------------------------------------------
 def measure(role, seconds: float, fresh: bool) -> dict[str, Any]:
     """Step ``role`` (an ActorRole) for ``seconds``; per-component seconds and counts over that window."""
     timers = role.timers
@@ -269,46 +216,44 @@ def _close(role) -> None:
 
 def worker_main(address: str) -> int:
     """Serve prepare/go/exit commands on stdin (see the module docstring)."""
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # anything else printed to stdout goes to the log, not into the protocol
+    proto = open_protocol()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     from actorq.config import load_config
     from actorq.roles.actor import ActorRole
 
-    proto.write("@@hello\n")
-    role = None
-    for line in sys.stdin:
-        try:
-            cmd = json.loads(line)
-            if cmd["cmd"] == "exit":
-                break
-            if cmd["cmd"] == "prepare":
-                if role is not None:
-                    _close(role)
-                role = ActorRole(
+    proto.write(reply("hello") + "\n")
+    roles: list[ActorRole] = []  # the block's role, between its prepare and its go
+
+    def handle(cmd: dict[str, Any]) -> str:
+        if cmd["cmd"] == "prepare":
+            while roles:
+                _close(roles.pop())
+            roles.append(
+                ActorRole(
                     load_config(cmd["config"]),
                     cmd["run_dir"],
                     address,
                     actor_id=cmd["index"],
                     weights_key=load_key_file(cmd["key_file"]),
                 )
-                if not role.actor.wait_for_weights(timeout_s=120):
-                    raise RuntimeError("no weights in the policy table")
-                warm = time.perf_counter() + WARMUP_S
-                while time.perf_counter() < warm:
-                    role.step()
-                proto.write("@@ready\n")
-            elif cmd["cmd"] == "go":
-                result = measure(role, float(cmd["seconds"]), bool(cmd["fresh"]))
+            )
+            if not roles[0].actor.wait_for_weights(timeout_s=120):
+                raise RuntimeError("no weights in the policy table")
+            warm = time.perf_counter() + WARMUP_S
+            while time.perf_counter() < warm:
+                roles[0].step()
+            return reply("ready")
+        if cmd["cmd"] == "go":
+            role = roles.pop()
+            try:
+                return reply("result", measure(role, float(cmd["seconds"]), bool(cmd["fresh"])))
+            finally:
                 _close(role)
-                role = None
-                proto.write("@@result " + json.dumps(result) + "\n")
-        except Exception as exc:  # reported to the parent, which stops the bench
-            log.exception("bench worker command failed")
-            proto.write(f"@@error {type(exc).__name__}: {exc}\n")
-    if role is not None:
-        _close(role)
-    proto.flush()
+        raise ValueError(f"unknown command {cmd['cmd']!r}")
+
+    serve(proto, handle, "bench worker")
+    while roles:
+        _close(roles.pop())
     # Reverb/TF native threads can hold up interpreter teardown; everything is flushed by now.
     os._exit(0)
 

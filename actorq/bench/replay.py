@@ -37,7 +37,8 @@ import numpy as np
 from actorq.bench.actors import block_order, parse_list, write_json
 from actorq.bench.pool import machine_info
 from actorq.bench.replay_summary import format_table, notes, projection, summarize
-from actorq.bench.replay_worker import ReplayWorker
+from actorq.bench.replay_worker import start_worker
+from actorq.bench.worker_protocol import BenchWorker
 from actorq.config import ConfigError, ExperimentConfig, load_config, replace, save_config
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def transition_bytes(environment_spec) -> int:
     return 2 * obs + act + 2 * np.dtype(np.float32).itemsize
 
 
-def run_block(server, writers: list[ReplayWorker], sampler: ReplayWorker | None, seconds: float) -> dict:
+def run_block(server, writers: list[BenchWorker], sampler: BenchWorker | None, seconds: float) -> dict:
     """One block: the given processes start together, run ``seconds``; counts, rates and CPU of all of them."""
     from actorq.replay import experience_inserts
 
@@ -153,7 +154,7 @@ def settled_counts(client) -> tuple[int, int]:
     return counts
 
 
-def json_result(worker: ReplayWorker, seconds: float) -> dict[str, Any]:
+def json_result(worker: BenchWorker, seconds: float) -> dict[str, Any]:
     """The ``@@result`` of a worker's block (it ends ``seconds`` after the start, plus its flush)."""
     return json.loads(worker.expect("result", seconds + 120))
 
@@ -181,10 +182,10 @@ def run_bench(
     server = make_server(cfg, spec, port=None)
     address = f"localhost:{server.port}"
     n_writers = max(writers)
-    procs: list[ReplayWorker] = []
+    procs: list[BenchWorker] = []
     ok = False
     try:
-        procs = [ReplayWorker(i, address, workdir) for i in range(n_writers + (sampler != "off"))]
+        procs = [start_worker(i, address, workdir) for i in range(n_writers + (sampler != "off"))]
         for w in procs:
             w.expect("hello", START_TIMEOUT_S)
         for i, w in enumerate(procs[:n_writers]):

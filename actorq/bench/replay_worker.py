@@ -1,5 +1,5 @@
-"""The replay bench's worker process (one writer or the learner-style sampler) and :class:`ReplayWorker`, the
-bench's handle on one.
+"""The replay bench's worker process (one writer or the learner-style sampler) and :func:`start_worker`, which
+starts one for the bench.
 
 Started by ``actorq bench replay`` (never by hand) as ``python -m actorq.bench.replay_worker --address HOST:PORT``,
 owned by pid. Commands are JSON lines on stdin; protocol lines go to the original stdout prefixed ``@@``, everything
@@ -23,17 +23,14 @@ the writer and server can do, not what an actor's env steps allow.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import logging
 import os
-import queue
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
 
 log = logging.getLogger(__name__)
 
@@ -43,71 +40,13 @@ CLOCK_CHECK_STEPS = 32
 """Env steps between two looks at the clock in a writer's loop (a clock read per step would be measurable)."""
 
 
-class ReplayWorker:
-    """Parent side: one worker process, owned by pid, speaking JSON lines (``@@tag payload``) on stdout."""
-
-    def __init__(self, index: int, address: str, workdir: Path):
-        self.index = index
-        self.log_path = workdir / f"replay_worker_{index}.log"
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        env.setdefault("OMP_NUM_THREADS", "1")
-        with self.log_path.open("ab") as logf:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "actorq.bench.replay_worker", "--address", address],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=logf,
-                start_new_session=True,
-                env=env,
-                text=True,
-            )
-        self.lines: queue.Queue = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-
-    def send(self, command: dict[str, Any]) -> None:
-        self.proc.stdin.write(json.dumps(command) + "\n")
-        self.proc.stdin.flush()
-
-    def expect(self, tag: str, timeout_s: float) -> str:
-        """The payload of the next ``@@tag`` line; raises on ``@@error``, exit or timeout (naming the log)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                line = self.lines.get(timeout=max(0.05, min(1.0, deadline - time.monotonic())))
-            except queue.Empty:
-                line = None
-            if line is not None:
-                head, _, rest = line.partition(" ")
-                if head == f"@@{tag}":
-                    return rest
-                if head == "@@error":
-                    raise RuntimeError(
-                        f"replay bench worker {self.index} failed: {rest} (log: {self.log_path})"
-                    )
-                continue
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"replay bench worker {self.index} exited with {self.proc.returncode}; see {self.log_path}"
-                )
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"replay bench worker {self.index} sent no {tag} within {timeout_s:.0f}s")
-
-    def stop(self) -> None:
-        """Ask the worker to exit; kill it (by its pid) if it has not within 20 s."""
-        with contextlib.suppress(OSError, ValueError):
-            self.send({"cmd": "exit"})
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            log.warning("replay bench worker pid %d did not exit; killing it", self.proc.pid)
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+def start_worker(index: int, address: str, workdir: Path) -> BenchWorker:
+    """Bench side: start worker ``index`` (it answers ``@@hello`` once its imports are done)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    argv = ["actorq.bench.replay_worker", "--address", address]
+    return BenchWorker(f"replay bench worker {index}", argv, workdir / f"replay_worker_{index}.log", env)
 
 
 # -- the worker process -------------------------------------------------------------------------------------
@@ -223,34 +162,28 @@ def _wait_until(wall_time: float) -> None:
 
 def worker_main(address: str) -> int:
     """Serve prepare/fill/go/exit commands on stdin (see the module docstring)."""
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # anything else printed to stdout goes to the log, not into the protocol
+    proto = open_protocol()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     from actorq.config import load_config
 
-    proto.write("@@hello\n")
-    job: Writer | Sampler | None = None
-    for line in sys.stdin:
-        try:
-            cmd = json.loads(line)
-            if cmd["cmd"] == "exit":
-                break
-            if cmd["cmd"] == "prepare":
-                config = load_config(cmd["config"])
-                if cmd["role"] == "writer":
-                    job = Writer(config, address, int(cmd["episode_steps"]), int(cmd["seed"]))
-                else:
-                    job = Sampler(config, address)
-                proto.write("@@ready\n")
-            elif cmd["cmd"] == "fill":
-                proto.write("@@filled " + json.dumps(job.fill(int(cmd["items"]))) + "\n")
-            elif cmd["cmd"] == "go":
-                result = job.go(float(cmd["start"]), float(cmd["end"]))
-                proto.write("@@result " + json.dumps({**result, "pid": os.getpid()}) + "\n")
-        except Exception as exc:  # reported to the parent, which stops the bench
-            log.exception("replay bench worker command failed")
-            proto.write(f"@@error {type(exc).__name__}: {exc}\n")
-    proto.flush()
+    proto.write(reply("hello") + "\n")
+    jobs: list[Writer | Sampler] = []
+
+    def handle(cmd: dict[str, Any]) -> str:
+        if cmd["cmd"] == "prepare":
+            config = load_config(cmd["config"])
+            if cmd["role"] == "writer":
+                jobs[:] = [Writer(config, address, int(cmd["episode_steps"]), int(cmd["seed"]))]
+            else:
+                jobs[:] = [Sampler(config, address)]
+            return reply("ready")
+        if cmd["cmd"] == "fill":
+            return reply("filled", jobs[0].fill(int(cmd["items"])))
+        if cmd["cmd"] == "go":
+            return reply("result", {**jobs[0].go(float(cmd["start"]), float(cmd["end"])), "pid": os.getpid()})
+        raise ValueError(f"unknown command {cmd['cmd']!r}")
+
+    serve(proto, handle, "replay bench worker")
     # Reverb/TF native threads can hold up interpreter teardown; everything is flushed by now.
     os._exit(0)
 
