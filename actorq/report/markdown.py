@@ -15,6 +15,7 @@ from actorq.report.analysis import (
     RunMetrics,
     TaskTable,
 )
+from actorq.report.bootstrap import Interval
 from actorq.timers import BREAKDOWN_COMPONENTS
 
 
@@ -22,6 +23,15 @@ def fmt(value: float | None, digits: int = 1, unit: str = "") -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
     return f"{value:,.{digits}f}{unit}"
+
+
+def bounded(interval: Interval, digits: int = 2, unit: str = "x") -> str:
+    """An estimate with its censoring bound and no interval: ``">= 1.18x"``, ``"1.50x"``, ``"-"`` (undefined)."""
+    if interval.value is None:
+        return "-"
+    if math.isinf(interval.value):
+        return "inf"
+    return f"{interval.bound} {interval.value:,.{digits}f}{unit}".strip()
 
 
 def _range(values: list[float]) -> str:
@@ -52,8 +62,10 @@ def definitions(k: int, fraction: float, statistic: str) -> str:
         "the threshold. Runs that never get there are censored: they count as slower than every run that did, "
         "and a median exists only when more than half the seeds reached the reward. Spreads are min-max over "
         "the seeds that reached it; (r/n) counts them.\n"
-        "- **Speedup**: median fp32 time / median time of the precision; the per-seed range pairs runs of the "
-        "same seed (same environment seeds, run back to back).\n"
+        "- **Speedup**: median fp32 time / median time of the precision. Where a median seed never reached the "
+        "reward, its last evaluation time bounds its time, so the speedup is a bound (>= when fp32 never got "
+        "there, <= when the precision did not). The per-seed range pairs runs of the same seed (same "
+        "environment seeds, run back to back) where both reached the reward.\n"
         "- Evaluation returns are those of the learner's fp32 policy (greedy), as in the paper."
     )
 
@@ -66,7 +78,7 @@ def time_table(t: TaskTable) -> str:
         "time to reward (s)",
         "actor steps to reward",
         "speedup vs fp32",
-        "per-seed speedups",
+        "per-seed speedups (both reached)",
         "final return",
         "best eval",
     ]
@@ -75,13 +87,13 @@ def time_table(t: TaskTable) -> str:
     rows = []
     for label in t.labels():
         runs = t.runs[label]
-        speed, paired = t.speedup(label)
+        _, paired = t.speedup(label)
         cells = [
             label,
             str(len(runs)),
             t.summary(label, "t_reach", censored=True).fmt(0),
             t.summary(label, "steps_reach", censored=True).fmt(0),
-            fmt(speed, 2, "x"),
+            bounded(t.speedup_ci(label)),
             _range(paired) if label != "fp32" else "-",
             t.summary(label, "final_return").fmt(1),
             fmt(max((m.best_raw for m in runs if m.best_raw is not None), default=None)),
@@ -132,17 +144,24 @@ def paper_comparison(t: TaskTable) -> str:
         theirs = row.speedup(precision)
         if label is None or theirs is None:
             continue
-        ours, _ = t.speedup(label)
+        interval = t.speedup_ci(label)
+        ours = interval.value
         if t.degenerate:
             out.append(
                 f"{label}: {fmt(ours, 2, 'x')} here vs {theirs:g}x in the paper, but not comparable: our threshold "
                 "is degenerate (the untrained policy reaches it, see above), so neither precision had to learn "
                 "anything to get there; the budget projection below compares them without a threshold."
             )
-        elif ours is None:
+        elif ours is None or math.isinf(ours):
             out.append(
                 f"{label}: no speedup measurable here (the median seed of fp32 or {label} did not reach the "
                 f"reward); the paper reports {theirs:g}x."
+            )
+        elif interval.bound:
+            out.append(
+                f"{label}: {bounded(interval)} here vs {theirs:g}x in the paper: only a bound, because the median "
+                f"seed of {'fp32' if interval.bound == '>=' else label} never reached the reward (its runs' last "
+                "evaluations bound the time it would have taken)."
             )
         elif abs(ours - theirs) / theirs <= 0.25:
             out.append(f"{label}: {ours:.2f}x here vs {theirs:g}x in the paper: consistent.")
