@@ -7,7 +7,9 @@ quantized policy).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -53,9 +55,19 @@ def write_kernel_record(directory: Path, policy: ActorPolicy) -> None:
     tmp.replace(directory / "kernel.json")
 
 
-def greedy_episodes(envs: list, policy: ActorPolicy, algorithm: Algorithm) -> list[float]:
+def greedy_episodes(
+    envs: list,
+    policy: Callable[[np.ndarray], Any],
+    algorithm: Algorithm,
+    observe: Callable[[np.ndarray, np.ndarray, list[int]], None] | None = None,
+) -> list[float]:
     """Returns of one episode in each of ``envs`` acting by ``algorithm``'s evaluation rule (no exploration),
     stepped together: one batched forward per step.
+
+    ``policy`` is an :class:`ActorPolicy` or any callable from a ``[n, obs]`` batch to its outputs; ``observe``,
+    if given, sees each step's observations, outputs and the rows still playing before they act (diagnostics:
+    comparing a quantized policy's outputs with fp32's on the states it visits); the arrays are reused after the
+    call, so copy what you keep.
 
     The batch stays ``len(envs)`` rows until the last episode ends (a finished environment's last observation keeps
     its row), so the forward always runs at the batch its kernel was verified and timed at. Batching the
@@ -67,11 +79,11 @@ def greedy_episodes(envs: list, policy: ActorPolicy, algorithm: Algorithm) -> li
     obs = np.stack([np.asarray(t.observation, dtype=np.float32) for t in timesteps])
     while not all(t.last() for t in timesteps):
         out = np.asarray(policy(obs)).reshape(len(envs), -1)
-        for j, env in enumerate(envs):
-            if timesteps[j].last():
-                continue
-            action = algorithm.greedy(out[j])
-            timesteps[j] = env.step(action)
+        live = [j for j, t in enumerate(timesteps) if not t.last()]
+        if observe is not None:
+            observe(obs, out, live)
+        for j in live:
+            timesteps[j] = envs[j].step(algorithm.greedy(out[j]))
             totals[j] += float(timesteps[j].reward or 0.0)
             obs[j] = timesteps[j].observation
     return totals

@@ -65,3 +65,16 @@ def test_batched_episodes_equal_sequential_ones_with_one_forward_per_step():
         ]
         np.testing.assert_allclose(batched, reference)
         assert len(set(batched)) == 3  # the rows were not mixed up between environments
+
+
+def test_observe_sees_each_step_of_the_rows_still_playing():
+    seen: list[tuple[list[int], np.ndarray]] = []
+    greedy_episodes(
+        [_CountdownEnv(n, s) for n, s in ((2, 1.0), (4, 3.0))],
+        _Policy(),
+        algorithms.get("dqn"),
+        observe=lambda obs, out, live: seen.append((list(live), obs[live, 0].copy())),
+    )
+    # Both rows act at t = 0 and 1; then only the 4-step episode, at t = 2 and 3.
+    assert [live for live, _ in seen] == [[0, 1], [0, 1], [1], [1]]
+    assert [list(t) for _, t in seen] == [[0, 0], [1, 1], [2], [3]]

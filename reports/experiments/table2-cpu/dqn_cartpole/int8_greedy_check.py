@@ -21,7 +21,7 @@ from actorq.config.loading import load_config
 from actorq.envs import make_environment
 from actorq.networks.mapping import tf_to_torch_state
 from actorq.quantize.codec import decode_message, encode_message
-from actorq.roles.policy import build_policy
+from actorq.roles.policy import build_policy, greedy_episodes
 
 EPISODES = int(os.environ.get("EPISODES", 10))
 BATCH = int(os.environ.get("BATCH", EPISODES))
@@ -43,26 +43,22 @@ def weights(run: Path, n_layers: int):
 
 def forward(policy, obs):
     """``[n, actions]`` outputs, ``BATCH`` rows per call."""
-    rows = [np.asarray(policy(obs[i : i + BATCH])).reshape(-1, policy.out_dim) for i in range(0, len(obs), BATCH)]
+    rows = [
+        np.asarray(policy(obs[i : i + BATCH])).reshape(-1, policy.out_dim) for i in range(0, len(obs), BATCH)
+    ]
     return np.concatenate(rows)
 
 
 def rollouts(envs, policy, algo, ref=None):
     """Greedy episodes with ``policy``; on each visited state also the fp32 ``ref`` Q-values."""
-    ts = [e.reset() for e in envs]
-    tot = [0.0] * len(envs)
-    obs = np.stack([np.asarray(t.observation, np.float32) for t in ts])
     q_pol, q_ref = [], []
-    while not all(t.last() for t in ts):
-        out = forward(policy, obs)
-        live = [j for j, t in enumerate(ts) if not t.last()]
-        q_pol.append(out[live])
+
+    def observe(obs, out, live):
+        q_pol.append(out[live].copy())
         if ref is not None:
             q_ref.append(forward(ref, obs)[live])
-        for j in live:
-            ts[j] = envs[j].step(algo.greedy(out[j]))
-            tot[j] += float(ts[j].reward or 0)
-            obs[j] = ts[j].observation
+
+    tot = greedy_episodes(envs, lambda obs: forward(policy, obs), algo, observe=observe)
     return tot, np.concatenate(q_pol), (np.concatenate(q_ref) if ref is not None else None)
 
 
