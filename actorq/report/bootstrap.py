@@ -13,8 +13,9 @@
   involving it bounds the ratio from one side only: the lower end of the ratio takes the base's unreached runs at
   their censoring times and the other's as never, the upper end the reverse. fp32 never reaching the threshold in
   480 s while int8 takes 400 s is a speed-up of at least 1.2x (``>= 1.20``), not infinity. A resample where both
-  medians are unreached has no ratio: when more than ``1 - level`` of resamples have none, the interval is not
-  reported (None).
+  medians are unreached bounds nothing, its ratio anywhere from 0 to infinity, and it counts so: dropping such
+  resamples would raise the interval's lower end (4 of 100 dropped is enough to claim a speed-up that 95% of the
+  resamples do not support). Only when every resample is like that is there no interval (None).
 * **Mean** (final and best rewards): plain percentile bootstrap of the mean.
 * Every interval needs at least :data:`MIN_RUNS` runs (pairs, for a paired speed-up): resampling one or two runs
   gives back their own values, not a 95% interval, and a grid that goes on across sessions reports its first seeds.
@@ -180,10 +181,11 @@ def speedup_ci(
     b_floor, o_floor = _at_censoring(b, base_censored_at), _at_censoring(o, other_censored_at)
 
     def ends(ib: np.ndarray, io: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Lower and upper ends of the ratio per resample, and which resamples have none (both unreached)."""
+        """Lower and upper ends of the ratio per resample, and which resamples bound nothing (both unreached:
+        their ends are 0 and infinity)."""
         none = np.isinf(_medians(b[ib])) & np.isinf(_medians(o[io]))
-        low = _ratio(_medians(b_floor[ib]), _medians(o[io]))
-        high = _ratio(_medians(b[ib]), _medians(o_floor[io]))
+        low = np.where(none, 0.0, _ratio(_medians(b_floor[ib]), _medians(o[io])))
+        high = np.where(none, math.inf, _ratio(_medians(b[ib]), _medians(o_floor[io])))
         return low, high, none
 
     low0, high0, none0 = ends(np.arange(b.size)[None, :], np.arange(o.size)[None, :])
@@ -199,11 +201,9 @@ def speedup_ci(
             rng.integers(0, b.size, size=(RESAMPLES, b.size)),
             rng.integers(0, o.size, size=(RESAMPLES, o.size)),
         )
-    low = high = None
-    if (~none).sum() >= level * none.size:
-        low = _bounds(lows[~none], level)[0]
-        high = _bounds(highs[~none], level)[1]
-    return Interval(value, low, high, int(o.size), n_reached, bound)
+    if none.all():
+        return Interval(value, None, None, int(o.size), n_reached, bound)
+    return Interval(value, _bounds(lows, level)[0], _bounds(highs, level)[1], int(o.size), n_reached, bound)
 
 
 def mean_ci(values: Sequence[float | None], level: float = LEVEL) -> Interval:

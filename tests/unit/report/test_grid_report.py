@@ -68,6 +68,22 @@ def test_mean_ci_brackets_the_mean():
     assert ci.value == pytest.approx(195.0) and ci.low < 195.0 < ci.high and (ci.n, ci.n_reached) == (6, 5)
 
 
+def test_resamples_where_both_medians_are_unreached_count_as_bounding_nothing():
+    # fp32 never reached the threshold in 9 seeds (480 s each); int8 did in 7 of them. About 3% of the paired
+    # resamples draw int8's two unreached seeds five times or more, and there both medians are unreached: the
+    # ratio could be anything. Dropping those 3% made the lower end > 1 (a claim 95% of resamples do not back).
+    fp32 = [None] * 9
+    int8 = [300.0, 310.0, 320.0, 330.0, 340.0, 350.0, 360.0, None, None]
+    ci = bootstrap.speedup_ci(
+        fp32, int8, paired=True, base_censored_at=[480.0] * 9, other_censored_at=[480.0] * 9
+    )
+    assert ci.bound == ">=" and ci.value == pytest.approx(480 / 340)
+    assert ci.low == 0.0 and math.isinf(ci.high) and not is_faster(ci)
+    # With every int8 seed reached there is nothing to drop, and the claim stands.
+    sure = bootstrap.speedup_ci(fp32[:7], int8[:7], paired=True, base_censored_at=[480.0] * 7)
+    assert sure.low == pytest.approx(480 / 350) and is_faster(sure)
+
+
 def test_one_or_two_seeds_have_no_interval_and_claim_nothing():
     # The first seed of a task: fp32 never reached the threshold, int8 did. One run resampled is itself, so a
     # bootstrap "interval" would be [inf, inf] and claim a speed-up from one seed.
