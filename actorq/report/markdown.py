@@ -176,8 +176,8 @@ def paper_comparison(t: TaskTable) -> str:
             out.append(
                 f"{label}: {ours:.2f}x here vs {theirs:g}x in the paper ({'less' if ours < theirs else 'more'} "
                 f"speedup). The runs here are mostly {regime} on different hardware (no GPU, shared CPU cores; "
-                "see the regime diagnosis and breakdown), and with 3 seeds the spread of per-seed speedups shows "
-                "how much of the gap is noise."
+                f"see the regime diagnosis and breakdown), and the speed-up's 95% interval over "
+                f"{interval.n} runs ({interval.fmt(2, 'x', inf='inf')}) shows how much of the gap is noise."
             )
     return " ".join(out)
 
