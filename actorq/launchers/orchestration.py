@@ -184,8 +184,8 @@ def train_args(
 
 
 class RunProcess:
-    """Runs one command at a time in its own session; while entered (``with``), Ctrl-C/SIGTERM are forwarded to
-    the running command, by pid, and ``interrupted`` tells the caller to plan no further runs (exit
+    """Runs one command at a time in its own session; while entered (``with``), Ctrl-C/SIGTERM stop the running
+    command (SIGTERM, by pid), and ``interrupted`` tells the caller to plan no further runs (exit
     :data:`EXIT_INTERRUPTED`)."""
 
     def __init__(self) -> None:
@@ -206,8 +206,11 @@ class RunProcess:
     def _forward(self, signum: int, _frame: Any) -> None:
         self.interrupted = True
         if self.child is not None and self.child.poll() is None:
-            log.warning("forwarding %s to run pid %d", signal.Signals(signum).name, self.child.pid)
-            self.child.send_signal(signum)
+            # SIGTERM whatever we got: a run can miss SIGINT (walker:stand's run, interrupted in its first second,
+            # never reacted, was SIGKILLed after the grace time and left its roles running). SIGTERM stops a
+            # launcher as SIGINT does once its handler is in, and ends it at once before (no roles started yet).
+            log.warning("%s: stopping run pid %d (SIGTERM)", signal.Signals(signum).name, self.child.pid)
+            self.child.send_signal(signal.SIGTERM)
 
     def run(self, cmd: list[str], log_path: Path) -> int:
         """Run ``cmd`` with its output appended to ``log_path``; returns its exit status."""
