@@ -14,8 +14,8 @@
   their censoring times and the other's as never, the upper end the reverse. fp32 never reaching the threshold in
   480 s while int8 takes 400 s is a speed-up of at least 1.2x (``>= 1.20``), not infinity. A resample where both
   medians are unreached bounds nothing, its ratio anywhere from 0 to infinity, and it counts so: dropping such
-  resamples would raise the interval's lower end (4 of 100 dropped is enough to claim a speed-up that 95% of the
-  resamples do not support). Only when every resample is like that is there no interval (None).
+  resamples would raise the interval's lower end (dropping 3 of 100 claimed a speed-up whose lower end 3 of 100
+  resamples leave at 0). Only when every resample is like that is there no interval (None).
 * **Mean** (final and best rewards): plain percentile bootstrap of the mean.
 * Every interval needs at least :data:`MIN_RUNS` runs (pairs, for a paired speed-up): resampling one or two runs
   gives back their own values, not a 95% interval, and a grid that goes on across sessions reports its first seeds.
