@@ -3,7 +3,8 @@
 
 Each role runs in a new session, so a terminal Ctrl-C reaches only the launcher, which then stops roles in order
 (:class:`actorq.launchers.supervisor.Supervisor`). It signals only the pids it started; it never looks processes up
-by name.
+by name. Each role is also started with ``--stop-with-parent <launcher pid>``, so a launcher killed with -9 (which
+cannot stop anything) leaves no role running: each notices and stops itself as on SIGTERM.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ class LocalPlacement(Placement):
             address or f"localhost:{run.port}",
             run.port,
             weights_key_file=run.weights_key_file,
+            # Roles run in their own sessions: without this, a launcher killed with -9 would leave them running.
+            parent_pid=os.getpid(),
         )
         child = Child(spec, argv, run.run_dir / "logs" / f"{spec.label}.log")
         self.children[spec.label] = child

@@ -42,11 +42,13 @@ def role_command(
     python: str | None = None,
     *,
     weights_key_file: str | Path | None,
+    parent_pid: int | None = None,
 ) -> list[str]:
     """The argv that runs ``spec`` through ``actorq role`` with this interpreter.
 
     ``weights_key_file``: the run's key file, passed to every role that signs or verifies weights; None runs them
-    with ``--insecure-weights``.
+    with ``--insecure-weights``. ``parent_pid``: the role stops once that process (the launcher spawning it) is
+    gone (``--stop-with-parent``).
     """
     cmd = [python or sys.executable, "-m", "actorq.roles", spec.role, "--config", str(config_path)]
     cmd += ["--run-dir", str(run_dir)]
@@ -58,4 +60,6 @@ def role_command(
         cmd += ["--index", str(spec.index)]
     if spec.role != "replay":
         cmd += ["--weights-key-file", str(weights_key_file)] if weights_key_file else ["--insecure-weights"]
+    if parent_pid is not None:
+        cmd += ["--stop-with-parent", str(parent_pid)]
     return cmd

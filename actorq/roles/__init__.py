@@ -26,6 +26,7 @@ from actorq.roles.common import (
     install_stop_handlers,
     pin_role_cpus,
     quiet_tensorflow,
+    stop_with_parent,
 )
 from actorq.roles.weights_key import HOW_TO_FIX, KEY_ROLES, WeightsKeyError
 
@@ -97,11 +98,13 @@ def main(
     stop: threading.Event | None = None,
     weights_key: WeightsKey | None = None,
     insecure_weights: bool = False,
+    parent_pid: int | None = None,
 ) -> int:
     """Run one role until stopped; returns the process exit status (0 ok, 1 failed, 3 replay unreachable).
 
     ``weights_key``/``insecure_weights``: see :func:`build_role` (resolve a key with
-    :func:`actorq.roles.weights_key.resolve_weights_key`).
+    :func:`actorq.roles.weights_key.resolve_weights_key`). ``parent_pid``: stop as on SIGTERM once that process is
+    no longer this one's parent (:func:`actorq.roles.common.stop_with_parent`); launchers pass their own pid.
     """
     try:  # before anything below loads TensorFlow or torch, which size their thread pools by the usable cores
         pin_role_cpus(config, role)
@@ -114,6 +117,8 @@ def main(
 
     stop = stop or threading.Event()
     install_stop_handlers(stop)
+    if parent_pid is not None:
+        stop_with_parent(parent_pid)
     try:
         instance = build_role(
             role, config, run_dir, address, index, port, connect_timeout_s, weights_key, insecure_weights

@@ -45,6 +45,7 @@ def cmd_role(args: argparse.Namespace) -> int:
         connect_timeout_s=args.connect_timeout,
         weights_key=key,
         insecure_weights=args.insecure_weights,
+        parent_pid=args.stop_with_parent,
     )
     # Everything the role owns is flushed by now. Skip interpreter teardown: Reverb/TF native threads can block
     # it (e.g. a writer still waiting on a rate limiter), and a role must exit promptly when asked to stop.
@@ -75,6 +76,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--insecure-weights",
         action="store_true",
         help="run without a key: sign nothing, accept unsigned weights (only on a network only you can reach)",
+    )
+    parser.add_argument(
+        "--stop-with-parent",
+        type=int,
+        metavar="PID",
+        help="stop (as on SIGTERM) once process PID is no longer this role's parent; launchers pass their own "
+        "pid, so a launcher killed with -9 leaves no role running",
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (DEBUG, INFO, WARNING, ...)")
     parser.add_argument("overrides", nargs="*", help="section.key=value overrides of the config")

@@ -64,6 +64,35 @@ def install_stop_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+PARENT_POLL_S = 1.0
+"""How often a role started with a parent to stop with checks that its parent is still there."""
+
+
+def stop_with_parent(parent_pid: int, poll_s: float = PARENT_POLL_S) -> threading.Thread:
+    """Send this process SIGTERM once ``parent_pid`` is no longer its parent, i.e. the launcher that started it
+    is gone, however it ended (even ``kill -9``, which gives it no chance to stop its roles).
+
+    Roles run in their own sessions (so a terminal's Ctrl-C reaches only the launcher), which also means nothing
+    else ends them when the launcher dies. SIGTERM rather than a direct stop, so this takes the path every other
+    stop takes: :func:`install_stop_handlers` (install it first), metrics flushed, the exit deadline armed. Polled
+    with :func:`os.getppid` rather than Linux's ``PR_SET_PDEATHSIG``, which fires when the thread that forked the
+    process exits, not the process, and does not exist elsewhere.
+
+    Returns:
+        The watching (daemon) thread, already started.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(poll_s)
+        log.warning("the launcher (pid %d) that started this role is gone: stopping", parent_pid)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=watch, name=f"stop-with-parent-{parent_pid}", daemon=True)
+    thread.start()
+    return thread
+
+
 ONEDNN_ENV = "TF_ENABLE_ONEDNN_OPTS"
 """TensorFlow reads this once, when it loads: oneDNN's CPU kernels on (1) or off (0)."""
 

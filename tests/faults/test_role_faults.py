@@ -328,6 +328,29 @@ def test_replay_kill_restarts_it_from_its_checkpoint_and_clients_reconnect(run):
     )
 
 
+def test_launcher_kill_leaves_no_role_running_and_the_learner_saves_its_state(run):
+    # kill -9 gives the launcher no chance to stop its roles, which run in their own sessions: each must notice
+    # its launcher is gone and stop itself the way SIGTERM stops it (metrics flushed, the learner checkpointed).
+    d = run.dir
+    pids = {label: run.pid(label) for label in ROLES}
+    step_at_kill = last(d, "learner", "step")
+    t_kill = time.time()
+    run.proc.send_signal(signal.SIGKILL)
+    run.proc.wait(timeout=10)
+    run.faults.append("launcher")
+
+    wait_until(lambda: not alive(list(pids.values())), 60, "every role to stop after its launcher was killed")
+    stopped_s = time.time() - t_kill
+    gone = r"the launcher \(pid (\d+)\) that started this role is gone: stopping"
+    for label in ROLES:
+        lines = log_lines(d, label, gone)
+        assert lines and int(lines[-1].group(1)) == run.proc.pid, f"{label} did not stop on its own"
+        assert log_lines(d, label, r"received SIGTERM: stopping"), f"{label} skipped the graceful stop"
+    saved = [int(m.group(1)) for m in log_lines(d, "learner", r"learner checkpoint at step (\d+)")]
+    assert saved and saved[-1] >= step_at_kill, "the learner's state at the kill was not saved"
+    record(d, "launcher_kill", roles_stopped_s=stopped_s, learner_saved_step=saved[-1])
+
+
 def test_learner_kill_ends_the_run_and_resume_continues_from_the_checkpoint(run):
     d = run.dir
     checkpoints = len(log_lines(d, "learner", r"learner checkpoint at step (\d+)"))
