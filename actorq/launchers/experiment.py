@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -128,7 +129,10 @@ class Experiment:
         sys.stdout.write(f"[{index + 1}/{len(self.runs)}] {run.name}: ")
         sys.stdout.flush()
         # The run's console output goes beside its directory: `actorq train` wants a new run's directory empty.
-        code = self.process.run(cmd, self.out / LOGS_DIR / f"{run.name}.log")
+        # The run is in its own session: told our pid, it stops itself if we die without stopping it (kill -9,
+        # a lost terminal's SIGHUP). Not part of the recorded command, which stays the same on every rerun.
+        own = [*cmd, "--stop-with-parent", str(os.getpid())]
+        code = self.process.run(own, self.out / LOGS_DIR / f"{run.name}.log")
         entry.update(ended_at=time.time(), returncode=code, finished=run_finished(run_dir))
         try:
             summary = json.loads((run_dir / "summary.json").read_text())

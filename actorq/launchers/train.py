@@ -123,6 +123,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     sys.stdout.write(f"run directory: {run_dir}\n")
     if args.weights_key_file and args.insecure_weights:
         raise CliError("--weights-key-file and --insecure-weights contradict each other: pass one of them")
+    if args.stop_with_parent is not None:
+        from actorq.roles.common import stop_with_parent
+
+        stop_with_parent(args.stop_with_parent)
     return launch(
         config,
         run_dir,
@@ -191,6 +195,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--insecure-weights",
         action="store_true",
         help="no weights key: unsigned weight messages, which anyone who reaches the replay port can forge",
+    )
+    parser.add_argument(
+        "--stop-with-parent",
+        type=int,
+        metavar="PID",
+        help="stop the run (as on SIGTERM) once process PID is no longer this one's parent; `actorq experiment` "
+        "passes its own pid, so an experiment killed with -9 leaves no run going on",
     )
     parser.set_defaults(func=cmd_train)
     return parser

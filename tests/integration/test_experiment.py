@@ -95,6 +95,40 @@ def test_ctrl_c_is_forwarded_and_nothing_is_left_behind(tmp_path):
     assert not [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.slow
+def test_a_run_whose_experiment_is_killed_stops_itself(tmp_path):
+    # kill -9 gives the experiment no chance to stop its run, which is in its own session: the run must notice
+    # and stop as on SIGTERM (summary written), and leave no process behind.
+    config = tiny_config("dqn", launcher="local", max_minutes=5, **{"actor.num_actors": 1})
+    save_config(config, tmp_path / "in.yaml")
+    out = tmp_path / "exp"
+    cmd = [sys.executable, "-m", "actorq.cli", "experiment", str(tmp_path / "in.yaml"), "--out", str(out),
+           "--precisions", "fp32", "--seeds", "1"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children: list[psutil.Process] = []
+    try:
+        wait_until(
+            lambda: (out / "fp32-s0" / "evaluator" / "metrics.csv").exists() or proc.poll() is not None,
+            240,
+            "the run's first evaluation",
+        )
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert len(children) >= 6, "the experiment should be running a train subprocess and its roles"
+        proc.kill()
+        proc.wait(timeout=10)
+        wait_until(
+            lambda: not [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE],
+            90,
+            "the run and its roles to stop after the experiment was killed",
+        )
+    finally:
+        for child in children:  # only what this test started, whatever failed above
+            if child.is_running():
+                child.kill()
+    summary = json.loads((out / "fp32-s0" / "summary.json").read_text())
+    assert summary["exit"] == "interrupted"
+
+
 @pytest.mark.integration
 def test_sweep_runs_write_records_that_report_without_run_dirs(tmp_path):
     config = tiny_config(
