@@ -110,6 +110,19 @@ class TaskTable:
         ]
         return max(values) if values else None
 
+    def starting_above(self) -> list[tuple[str, int, float]]:
+        """``(label, seed, untrained return)`` of each run whose untrained policy already reaches the threshold,
+        highest first."""
+        if self.threshold is None:
+            return []
+        found = [
+            (label, m.seed, m.untrained_return)
+            for label, ms in self.runs.items()
+            for m in ms
+            if m.untrained_return is not None and m.untrained_return >= self.threshold
+        ]
+        return sorted(found, key=lambda f: -f[2])
+
     @property
     def degenerate(self) -> bool:
         """Whether the untrained policy already reaches the threshold (time to reward then measures start-up)."""

@@ -114,12 +114,28 @@ def untrained_note(t: TaskTable) -> str:
             f"The untrained policy (evaluations before the learner's first update) scores up to {fmt(untrained)}, "
             f"below the threshold: reaching it takes learning."
         )
+    above = t.starting_above()
+    total = sum(len(ms) for ms in t.runs.values())
+    named = ", ".join(f"{label} seed {seed} ({fmt(score)})" for label, seed, score in above[:5])
+    more = f" and {len(above) - 5} more" if len(above) > 5 else ""
+    # Whether most runs start above it (fp32's best is barely past an untrained policy) or a few lucky initial
+    # networks do (the other runs' times still measure learning) calls for different remedies.
+    if 2 * len(above) > total:
+        why = (
+            "Most runs start there: fp32's best is barely past what an untrained policy scores, so the times above "
+            "measure start-up and evaluation timing, not learning speed; run longer (`--max-minutes`) so fp32 "
+            "learns past it before reading speedups from this table."
+        )
+    else:
+        why = (
+            "A few initial networks were lucky; those runs' times measure start-up, not learning, while the other "
+            "runs had to learn. Medians over seeds are robust to a few such runs; check how the speedups change "
+            "without them, or use seeded initial networks (the same one for every precision of a seed)."
+        )
     return (
         f"**Degenerate threshold: the untrained policy already scores {fmt(untrained)} >= {fmt(t.threshold)}** "
-        '(mean of the evaluations before the learner\'s first update, best run). A run can "reach" this reward '
-        "before learning anything, so the times above measure start-up and evaluation timing, not learning "
-        "speed. The fp32 runs did not learn far enough past the initial policy: run them longer "
-        "(`--max-minutes`) before reading speedups from this table."
+        "(mean of the evaluations before the learner's first update). "
+        f"{len(above)} of {total} runs start at or above it: {named}{more}. {why}"
     )
 
 

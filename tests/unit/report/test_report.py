@@ -226,6 +226,17 @@ def test_a_threshold_the_untrained_policy_reaches_is_flagged(tmp_path):
     assert table.threshold < table.untrained()
     text = build_report([str(tmp_path / "flat")], tmp_path / "r1").read_text()
     assert "Degenerate threshold" in text and "but not comparable: our threshold is degenerate" in text
+    assert "2 of 2 runs start at or above it" in text and "Most runs start there" in text
+
+    # One lucky initial network among four runs: named, and not blamed on fp32's learning.
+    lucky = np.concatenate([[690.0, 692.0, 688.0], ramp_returns(12, 60, peak=700.0)])
+    slow = np.concatenate([[10.0, 12.0, 8.0], ramp_returns(12, 60, peak=700.0)])
+    for seed in (0, 1):
+        make_run(tmp_path / "lucky", "fp32", seed, slow, untrained_evals=3)
+        make_run(tmp_path / "lucky", "int8", seed, lucky if seed == 1 else slow, untrained_evals=3)
+    text = build_report([str(tmp_path / "lucky")], tmp_path / "r3").read_text()
+    assert "1 of 4 runs start at or above it: int8 seed 1 (690.0)" in text
+    assert "A few initial networks were lucky" in text and "Most runs start there" not in text
 
     # A run that learns well past its initial policy: the note says reaching the reward takes learning.
     learned = np.concatenate([[690.0, 692.0, 688.0], ramp_returns(12, 60)])
