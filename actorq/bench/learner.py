@@ -2,12 +2,13 @@
 
 This process starts a Reverb server with the experiment's tables but no samples-per-insert limiter (the learner
 never waits for actors) and fills the experience table with real n-step transitions (uniformly random actions in
-the task, through Acme's adder). Each *variant* (a set of ``learner.*`` settings, see :data:`TOKENS`) runs in its
-own worker process, ``python -m actorq.bench.learner_worker``, with its environment set before TensorFlow loads
-(``learner.onednn`` cannot change once it has). Workers build the real :class:`~actorq.roles.learner.LearnerRole`
-(Acme learner, replay dataset, background weight publisher) and take JSON-line commands on stdin. Blocks of
-``--seconds`` interleave the variants in an order rotated each repeat, so drift of this shared machine hits every
-variant alike; one variant runs at a time while the others idle.
+the task, through Acme's adder). Each *variant* (a set of ``learner.*`` settings, see
+:mod:`actorq.bench.learner_variants`) runs in its own worker process, ``python -m actorq.bench.learner_worker``,
+with its environment set before TensorFlow loads (``learner.onednn`` cannot change once it has). Workers build
+the real :class:`~actorq.roles.learner.LearnerRole` (Acme learner, replay dataset, background weight publisher)
+and take JSON-line commands on stdin. Blocks of ``--seconds`` interleave the variants in an order rotated each
+repeat, so drift of this shared machine hits every variant alike; one variant runs at a time while the others
+idle.
 
 Per block: learner steps/s through ``LearnerRole.step()`` (sampling, update, publishing every
 ``publish_period`` steps, as in a run) and samples/s (steps x batch). Then a breakdown measured on its own:
@@ -27,18 +28,18 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from actorq.bench.actors import block_order
+from actorq.bench.learner_variants import LearnerVariant, bench_config, parse_variant
 from actorq.bench.learner_worker import STOP_TIMEOUT_S, start_worker
 from actorq.bench.pool import machine_info
 from actorq.bench.summary import set_speedup
 from actorq.bench.worker_protocol import BenchWorker
-from actorq.config import ConfigError, ExperimentConfig, load_config, replace, save_config
+from actorq.config import ConfigError, ExperimentConfig, load_config, save_config
 
 log = logging.getLogger(__name__)
 
@@ -46,83 +47,6 @@ ACTOR_MARGIN_S = 2.0
 """With ``--actors``: actors step this much longer than the learner, so they cover its whole measured window."""
 START_TIMEOUT_S = 900.0
 """TensorFlow import, tracing and (with XLA) compiling the 3x2048 update on a loaded 2-core machine."""
-
-PLAIN = {
-    "learner.onednn": False,
-    "learner.jit_compile": False,
-    "learner.jit_optimizer": False,
-    "learner.einsum_dense": False,
-    "learner.intra_op_threads": 0,
-    "learner.inter_op_threads": 0,
-    "learner.prefetch_size": 4,
-    "learner.sample_parallelism": 2,
-}
-"""The learner as ActorQ ran it before these settings existed: TensorFlow's defaults, Acme's fused step."""
-
-TOKENS = {
-    "onednn": "learner.onednn",
-    "xla": "learner.jit_compile",
-    "xopt": "learner.jit_optimizer",
-    "einsum": "learner.einsum_dense",
-    "intra": "learner.intra_op_threads",
-    "inter": "learner.inter_op_threads",
-    "prefetch": "learner.prefetch_size",
-    "parallel": "learner.sample_parallelism",
-}
-"""Variant syntax: ``config`` (the config's own learner settings) or ``plain`` (:data:`PLAIN`), then ``+``-joined
-tokens applied on top: ``onednn``, ``xla`` (whole update), ``xopt`` (optimizer only), ``einsum`` (dense forward
-as einsum) (on; ``=0`` off), ``intra=N``, ``inter=N``, ``prefetch=N``, ``parallel=N``; e.g.
-``plain+onednn+intra=2``. A variant that does not start with ``config`` or ``plain`` starts from ``plain``."""
-
-
-BOOL_TOKENS = ("onednn", "xla", "xopt", "einsum")
-"""Tokens that switch a setting on (or off with ``=0``)."""
-
-
-@dataclass(frozen=True)
-class LearnerVariant:
-    """A named set of ``learner.*`` overrides."""
-
-    name: str
-    changes: tuple[tuple[str, Any], ...]
-
-
-def parse_variant(text: str) -> LearnerVariant:
-    """``plain+onednn+intra=2`` -> its overrides (see :data:`TOKENS`); raises ConfigError on unknown tokens."""
-    parts = [p.strip() for p in text.split("+") if p.strip()]
-    if not parts:
-        raise ConfigError(f"variant {text!r} is empty")
-    changes: dict[str, Any] = {}
-    if parts[0] == "config":
-        parts = parts[1:]
-    else:
-        changes.update(PLAIN)
-        if parts[0] == "plain":
-            parts = parts[1:]
-    for part in parts:
-        key, eq, value = part.partition("=")
-        if key not in TOKENS:
-            raise ConfigError(
-                f"variant {text!r}: unknown token {key!r}; use config or plain, then +-joined "
-                f"{', '.join(k + ('' if k in ('onednn', 'xla', 'xopt') else '=N') for k in TOKENS)}"
-            )
-        if key in BOOL_TOKENS:
-            changes[TOKENS[key]] = value.lower() not in ("0", "false", "off") if eq else True
-        else:
-            try:
-                changes[TOKENS[key]] = int(value)
-            except ValueError:
-                raise ConfigError(f"variant {text!r}: {key} needs a whole number, e.g. {key}=2") from None
-    return LearnerVariant(text, tuple(changes.items()))
-
-
-def bench_config(config: ExperimentConfig, variant: LearnerVariant | None = None) -> ExperimentConfig:
-    """The config a bench worker runs: the variant's learner settings, no rate limiter, no checkpoints."""
-    changes = dict(variant.changes) if variant else {}
-    changes.update(
-        {"replay.samples_per_insert": 0.0, "learner.checkpoint_period_s": 0.0, "learner.max_steps": 0}
-    )
-    return replace(config, **changes)
 
 
 def prefill(client: Any, config: ExperimentConfig, transitions: int, seed: int = 0) -> int:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from actorq.bench.learner import PLAIN, bench_config, format_table, parse_variant, summarize
+from actorq.bench.learner import format_table, summarize
+from actorq.bench.learner_variants import PLAIN, bench_config, parse_variant
 from actorq.config import ConfigError, replace
 from actorq.roles.common import ONEDNN_ENV, apply_learner_environment, learner_environment
 from tests.conftest import tiny_config
@@ -150,3 +151,11 @@ def test_bench_learner_cli_runs_real_learners(tmp_path):
     assert by_variant["plain"]["onednn_env"] == "0"
     assert by_variant["plain+onednn+intra=1"]["onednn_env"] == "1"
     assert by_variant["plain+onednn+intra=1"]["tf_threads"][0] == 1
+
+
+def test_an_unknown_token_lists_switches_without_a_number_and_counts_with_one():
+    with pytest.raises(ConfigError, match="unknown token 'fast'") as err:
+        parse_variant("plain+fast")
+    listed = str(err.value).split("+-joined ")[1].split(", ")
+    assert {"onednn", "xla", "xopt", "einsum"} <= set(listed)  # switches: no "=N" (einsum had one)
+    assert {"intra=N", "inter=N", "prefetch=N", "parallel=N"} <= set(listed)
