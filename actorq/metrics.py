@@ -26,6 +26,13 @@ UNFINISHED_EXITS = ("interrupted", "role_failed")
 ``actorq experiment`` (and the Acme baseline bench) run them again from scratch."""
 
 
+OUTSIDE_LOAD_LIMIT = 0.05
+"""Share of the machine's CPU that processes other than a run's (and other guests, as steal) may use while it runs
+before its speed figures count as disturbed: reports flag such runs (rerun them) and the launcher warns. On the
+2-core Zen 3 undisturbed runs measured 0.5-1.5% (the launcher's meters, sshd); a nice-19 test run beside a grid
+7-35%, with the learner's steps/s down to a third while it ran (nice does not protect a 2-core machine)."""
+
+
 class MetricsWriter:
     """Appends rows to ``<dir>/metrics.csv`` and mirrors numeric values to TensorBoard.
 

@@ -1,6 +1,6 @@
 """Energy and CPU time of one run: the context manager every launcher (local, launchpad, in-process) wraps a run in.
 
-Two measurements, both returned by :meth:`EnergyMeter.summary` (the launcher puts it in ``summary.json`` under
+Three measurements, all returned by :meth:`EnergyMeter.summary` (the launcher puts it in ``summary.json`` under
 ``"energy"``); models built on them (watts per core, carbon intensity) live in the report, not here:
 
 * **CPU time** of everything the run started: user + system seconds of every descendant process of the
@@ -9,6 +9,10 @@ Two measurements, both returned by :meth:`EnergyMeter.summary` (the launcher put
   seconds between the last sample and a process's exit); the larger of the two child totals is reported. The
   cumulative series goes to ``RUN_DIR/energy/metrics.csv`` so a report can take the CPU time spent up to any
   moment, e.g. when a reward was first reached.
+* **CPU time of everything else**: the machine's busy CPU seconds over the run (``/proc/stat`` through psutil,
+  steal included) minus the run's own (``outside_cpu_seconds``). On a 2-core machine anything else running (a test
+  suite, even at nice 19) takes CPU from the learner: a run where this exceeds
+  :data:`actorq.metrics.OUTSIDE_LOAD_LIMIT` of the machine gets a warning, and reports flag it.
 * **codecarbon** ``OfflineEmissionsTracker`` (no network; country from ``$ACTORQ_CARBON_COUNTRY``, default USA),
   machine-wide, writing ``RUN_DIR/emissions.csv``. Where the machine exposes no RAPL counters (typical in VMs)
   codecarbon itself estimates CPU power from a TDP table and the load, and its machine-wide figure includes
@@ -29,7 +33,7 @@ from typing import Any
 
 import psutil
 
-from actorq.metrics import MetricsWriter
+from actorq.metrics import OUTSIDE_LOAD_LIMIT, MetricsWriter
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +49,16 @@ def hardware_counters_available() -> bool:
 def _cpu_seconds(proc: psutil.Process) -> float:
     times = proc.cpu_times()
     return float(times.user + times.system)
+
+
+def machine_cpu_seconds() -> tuple[float, float]:
+    """``(busy, steal)``: CPU seconds the whole machine ran since boot, summed over its CPUs, and of those the
+    steal (time the hypervisor gave other guests while this one wanted the CPU). Busy counts every process, the
+    run's and anyone else's, and steal (the run's processes wanted that time too); guest time is inside user."""
+    t = psutil.cpu_times()
+    steal = float(getattr(t, "steal", 0.0))
+    busy = t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0) + steal
+    return float(busy), steal
 
 
 def _rusage_seconds(who: int) -> float:
@@ -156,6 +170,8 @@ class EnergyMeter:
                     "elapsed": time.time() - self.started_at,
                     "cpu_seconds": total,
                     "processes": len(self._last),
+                    # The whole machine's, the run's included: where it outgrows cpu_seconds, something else ran.
+                    "machine_cpu_seconds": machine_cpu_seconds()[0] - self._machine0[0],
                 }
             )
         return total
@@ -186,6 +202,7 @@ class EnergyMeter:
         self.started_at = time.time()
         self._self0 = _rusage_seconds(resource.RUSAGE_SELF)
         self._children0 = _rusage_seconds(resource.RUSAGE_CHILDREN)
+        self._machine0 = machine_cpu_seconds()
         try:
             self._writer = MetricsWriter(self.run_dir / "energy", tensorboard=False)
         except OSError as exc:
@@ -207,6 +224,19 @@ class EnergyMeter:
             codecarbon = {"status": "unavailable", "reason": reason}
         if self._writer is not None:
             self._writer.close()
+        busy, steal = (now - then for now, then in zip(machine_cpu_seconds(), self._machine0, strict=True))
+        cores = psutil.cpu_count() or os.cpu_count() or 1
+        seconds = self.ended_at - self.started_at
+        # Sampling can miss a few of the run's own CPU seconds, never add any: the outside figure is an upper bound.
+        outside = max(0.0, busy - total)
+        if seconds > 0 and outside / seconds / cores > OUTSIDE_LOAD_LIMIT:
+            log.warning(
+                "other processes used %.0f%% of this machine's %d cores while the run ran (limit %.0f%%): its "
+                "times and rates are slowed by them, not only by its settings; rerun it on a quiet machine",
+                100 * outside / seconds / cores,
+                cores,
+                100 * OUTSIDE_LOAD_LIMIT,
+            )
         self._result = {
             "started_at": round(self.started_at, 3),
             "ended_at": round(self.ended_at, 3),
@@ -216,6 +246,10 @@ class EnergyMeter:
             "launcher_cpu_seconds": round(self.launcher_seconds(), 3),
             "cpu_samples": self.samples,
             "cpu_method": "psutil samples of descendants + RUSAGE_CHILDREN + launcher RUSAGE_SELF",
+            "machine_cpu_seconds": round(busy, 3),
+            "outside_cpu_seconds": round(outside, 3),
+            "steal_seconds": round(steal, 3),
+            "machine_cores": int(cores),
             "hardware_counters": hardware_counters_available(),
             "codecarbon": codecarbon,
         }

@@ -54,6 +54,7 @@ from actorq.launchers.orchestration import (
 )
 from actorq.launchers.sweep import plan_sweeps
 from actorq.launchers.train import planned_config
+from actorq.report.disturbance import disturbed, measured_share
 from actorq.report.records import RECORDS_DIR, finished_record, write_record
 
 log = logging.getLogger(__name__)
@@ -138,16 +139,23 @@ class Experiment:
             summary = json.loads((run_dir / "summary.json").read_text())
             entry.update(exit=summary.get("exit"), wall_seconds=summary.get("wall_seconds"))
             best = summary.get("best_eval_return")
+            others = measured_share(summary)
         except (OSError, ValueError):
-            best = None
+            best = others = None
         if entry["finished"]:
             self._write_record(run)
         self._save()
         took = entry["ended_at"] - entry["started_at"]
         self._durations.append(took)
         eta = left * sum(self._durations) / len(self._durations) / 60
+        # A run that shared the machine is said so at once: rerunning it now costs less than finding it later.
+        shared = (
+            f" (DISTURBED: other processes used {others:.0%} of the machine; rerun it)"
+            if disturbed(others)
+            else ""
+        )
         sys.stdout.write(
-            f"{entry.get('exit')} (status {code}) in {took:.0f}s, best eval return {best}"
+            f"{entry.get('exit')} (status {code}) in {took:.0f}s, best eval return {best}{shared}"
             f"{'' if entry['finished'] else ' (unfinished: see ' + str(self.out / LOGS_DIR / run.name) + '.log)'}; "
             f"{left} to go (~{eta:.0f} min)\n"
         )

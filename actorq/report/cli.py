@@ -19,6 +19,7 @@ from actorq.report import grid_md as gmd
 from actorq.report import markdown as md
 from actorq.report import projection_md as pmd
 from actorq.report.analysis import PROJECTION_K, TaskTable, build_tables
+from actorq.report.disturbance import disturbed_note
 from actorq.report.runs import load_runs, split_label
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,9 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     s += _hardware_lines(t)
     note = md.untrained_note(t)
     s += [note, ""] if note else []
+    everyone = [m for lab in t.labels() for m in t.runs[lab]]
+    note = disturbed_note(everyone)
+    s += [note, ""] if note else []
     s += ["### Time to threshold with 95% confidence intervals (Table 2 analogue)\n", gmd.ci_table(t), ""]
     s += [gmd.CI_NOTE, ""]
     best = gmd.best_vs_best(t)
@@ -52,7 +56,7 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     ]
     s += ["### Throughput and CPU per role\n", gmd.throughput_table(t), "", gmd.THROUGHPUT_NOTE, ""]
     s += ["### Regime of each run (time blocked on the rate limiter)\n", gmd.regime_counts(t) + ".", ""]
-    s += [gmd.blocked_table([m for lab in t.labels() for m in t.runs[lab]]), "", gmd.BLOCKED_NOTE, ""]
+    s += [gmd.blocked_table(everyone), "", gmd.BLOCKED_NOTE, ""]
     s += ["### Convergence\n"]
     s.append(_img(render.convergence(t, out, "learner_steps"), out, "return vs learner steps"))
     s.append(_img(render.convergence(t, out, "steps"), out, "return vs actor steps"))
@@ -194,6 +198,8 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
                         "learner_blocked_share": m.learner_blocked_share,
                         "actor_blocked_share": m.actor_blocked_share,
                         "regime": m.blocked_regime,
+                        "outside_share": m.outside_share,
+                        "outside_source": m.outside_source,
                     }
                     for m in t.runs[label]
                 },

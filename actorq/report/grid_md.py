@@ -6,6 +6,7 @@ from collections import Counter
 
 from actorq.report import bootstrap, paper, stats
 from actorq.report.analysis import RunMetrics, TaskTable
+from actorq.report.disturbance import share_cell
 from actorq.report.markdown import fmt, table
 from actorq.report.runs import split_label
 
@@ -147,6 +148,7 @@ def blocked_table(runs: list[RunMetrics]) -> str:
         "actors blocked (share, s)",
         "regime",
         "time to threshold (s)",
+        "others' CPU (share of machine)",
     ]
     rows = [
         [
@@ -158,6 +160,7 @@ def blocked_table(runs: list[RunMetrics]) -> str:
             _blocked(m.actor_blocked_share, m.acting_seconds),
             m.blocked_regime,
             "not reached" if m.t_reach is None else fmt(m.t_reach, 0),
+            share_cell(m.outside_share, m.outside_source),
         ]
         for m in runs
     ]
@@ -170,7 +173,10 @@ BLOCKED_NOTE = (
     "learner was blocked waiting for experience, near the upper bound the actors were blocked waiting for the "
     "learner; the share of snapshots estimates the share of time. **learner-bound**: actors blocked at least "
     f"{bootstrap.REGIME_SHARE:.0%} of the time (faster actors would only wait longer); **actor-bound**: the learner "
-    "blocked at least that share (faster actors shorten the run); **balanced** otherwise."
+    "blocked at least that share (faster actors shorten the run); **balanced** otherwise. Others' CPU: the share "
+    "of the machine's CPU that processes other than the run's used while it ran (measured by the launcher; "
+    "'(codecarbon)': estimated from codecarbon's machine-wide load for runs made before that), bold above the "
+    "limit where a run's speed no longer measures its settings."
 )
 
 

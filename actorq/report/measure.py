@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from actorq.report import bootstrap, stats
+from actorq.report.disturbance import outside_share
 from actorq.report.runs import RunData
 from actorq.timers import BREAKDOWN_COMPONENTS
 
@@ -94,6 +95,10 @@ class RunMetrics:
     """Share of the acting time the rate limiter held the actors back."""
     blocked_regime: str = "unknown"
     """learner-bound / actor-bound / balanced from the two blocked shares (:func:`bootstrap.blocked_regime`)."""
+    outside_share: float | None = None
+    """Share of the machine's CPU other processes used while the run ran (:mod:`actorq.report.disturbance`)."""
+    outside_source: str | None = None
+    """Where ``outside_share`` comes from: "measured" (the launcher) or "codecarbon" (older runs)."""
 
     @property
     def label(self) -> str:
@@ -229,6 +234,8 @@ AGGREGATES = (
     "role_cpu_seconds",
     "learner_blocked_share",
     "actor_blocked_share",
+    "outside_share",
+    "outside_source",
 )
 """The per-run measurements reduced from the metrics rows: what a curated record keeps instead of the rows."""
 
@@ -252,6 +259,7 @@ def run_aggregates(run: RunData) -> dict[str, Any]:
     m.cpu_seconds = energy.get("cpu_seconds")
     m.codecarbon = energy.get("codecarbon") or {}
     m.role_cpu_seconds = role_cpu_seconds(run)
+    m.outside_share, m.outside_source = outside_share(run)
     _blocked_shares(m)
     out = {key: getattr(m, key) for key in AGGREGATES}
     curve = [

@@ -108,3 +108,31 @@ def test_hardware_counters_follow_the_rapl_directory(tmp_path, monkeypatch, rapl
     with EnergyMeter(tmp_path / "run", period_s=0.1, codecarbon=False) as meter:
         pass
     assert meter.summary()["hardware_counters"] is rapl
+
+
+def test_cpu_that_other_processes_burn_during_the_run_is_counted_as_outside(tmp_path):
+    # The burner is started through a shell that exits at once, so it is no descendant of the meter's process:
+    # an unrelated process on the same machine, like a test suite run beside a grid.
+    done = tmp_path / "burned"
+    burn = BUSY.format(cpu=1.0) + f"open({str(done)!r}, 'w').close()\n"
+    with EnergyMeter(tmp_path / "run", period_s=0.2, codecarbon=False) as meter:
+        subprocess.run(["sh", "-c", f'{sys.executable} -c "$0" >/dev/null 2>&1 &', burn], check=True)
+        wait_until(done.exists, 120, "the unrelated process to burn 1 s of CPU")
+    summary = meter.summary()
+    assert summary["outside_cpu_seconds"] >= 0.9  # its whole second (the run itself burned next to nothing)
+    assert summary["machine_cpu_seconds"] >= summary["outside_cpu_seconds"] + summary["cpu_seconds"] - 0.05
+    assert summary["machine_cores"] >= 1 and summary["steal_seconds"] >= 0
+    rows = read_metrics(tmp_path / "run" / "energy" / "metrics.csv")
+    assert rows[-1]["machine_cpu_seconds"] >= 0.9
+
+
+def test_a_childs_cpu_is_the_runs_own_not_outside(tmp_path):
+    with EnergyMeter(tmp_path, period_s=0.2, codecarbon=False) as meter:
+        subprocess.run([sys.executable, "-c", BUSY.format(cpu=1.0)], check=True)
+    summary = meter.summary()
+    assert summary["roles_cpu_seconds"] >= 1.0
+    # Whatever else this machine ran meanwhile is outside, but the child's second is not double-counted there:
+    # machine busy = own + outside (outside is busy minus own, floored at 0).
+    assert summary["outside_cpu_seconds"] == pytest.approx(
+        max(0.0, summary["machine_cpu_seconds"] - summary["cpu_seconds"]), abs=2e-3
+    )
