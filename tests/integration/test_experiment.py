@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -68,20 +69,35 @@ def test_bad_input_starts_nothing(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-@pytest.mark.slow
-def test_ctrl_c_is_forwarded_and_nothing_is_left_behind(tmp_path):
-    config = tiny_config("dqn", launcher="inprocess", max_minutes=5, **{"actor.num_actors": 1})
+def _start_experiment(
+    tmp_path: Path, launcher: str, precisions: str, **popen: Any
+) -> tuple[subprocess.Popen, Path]:
+    """An experiment of 5-minute tiny-DQN runs with one actor, in the background, once its first run (fp32-s0) has
+    evaluated (or the experiment ended); returns it and its output folder."""
+    config = tiny_config("dqn", launcher=launcher, max_minutes=5, **{"actor.num_actors": 1})
     save_config(config, tmp_path / "in.yaml")
     out = tmp_path / "exp"
     cmd = [sys.executable, "-m", "actorq.cli", "experiment", str(tmp_path / "in.yaml"), "--out", str(out),
-           "--precisions", "fp32,int8", "--seeds", "1"]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+           "--precisions", precisions, "--seeds", "1"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, **popen)
     try:
         wait_until(
             lambda: (out / "fp32-s0" / "evaluator" / "metrics.csv").exists() or proc.poll() is not None,
             240,
             "the first run's first evaluation",
         )
+    except AssertionError:
+        proc.kill()
+        raise
+    return proc, out
+
+
+@pytest.mark.slow
+def test_ctrl_c_is_forwarded_and_nothing_is_left_behind(tmp_path):
+    proc, out = _start_experiment(
+        tmp_path, "inprocess", "fp32,int8", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
         children = psutil.Process(proc.pid).children(recursive=True)
         assert children, "the experiment should be running a train subprocess"
         os.kill(proc.pid, signal.SIGINT)
@@ -99,19 +115,11 @@ def test_ctrl_c_is_forwarded_and_nothing_is_left_behind(tmp_path):
 def test_a_run_whose_experiment_is_killed_stops_itself(tmp_path):
     # kill -9 gives the experiment no chance to stop its run, which is in its own session: the run must notice
     # and stop as on SIGTERM (summary written), and leave no process behind.
-    config = tiny_config("dqn", launcher="local", max_minutes=5, **{"actor.num_actors": 1})
-    save_config(config, tmp_path / "in.yaml")
-    out = tmp_path / "exp"
-    cmd = [sys.executable, "-m", "actorq.cli", "experiment", str(tmp_path / "in.yaml"), "--out", str(out),
-           "--precisions", "fp32", "--seeds", "1"]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, out = _start_experiment(
+        tmp_path, "local", "fp32", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     children: list[psutil.Process] = []
     try:
-        wait_until(
-            lambda: (out / "fp32-s0" / "evaluator" / "metrics.csv").exists() or proc.poll() is not None,
-            240,
-            "the run's first evaluation",
-        )
         children = psutil.Process(proc.pid).children(recursive=True)
         assert len(children) >= 6, "the experiment should be running a train subprocess and its roles"
         proc.kill()
