@@ -229,11 +229,12 @@ class EnergyMeter:
         seconds = self.ended_at - self.started_at
         # Sampling can miss a few of the run's own CPU seconds, never add any: the outside figure is an upper bound.
         outside = max(0.0, busy - total)
-        if seconds > 0 and outside / seconds / cores > OUTSIDE_LOAD_LIMIT:
+        share = outside / seconds / cores if seconds > 0 else 0.0
+        if share > OUTSIDE_LOAD_LIMIT:
             log.warning(
                 "other processes used %.0f%% of this machine's %d cores while the run ran (limit %.0f%%): its "
                 "times and rates are slowed by them, not only by its settings; rerun it on a quiet machine",
-                100 * outside / seconds / cores,
+                100 * share,
                 cores,
                 100 * OUTSIDE_LOAD_LIMIT,
             )
