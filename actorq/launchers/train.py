@@ -126,7 +126,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.stop_with_parent is not None:
         from actorq.roles.common import stop_with_parent
 
-        stop_with_parent(args.stop_with_parent)
+        stop_with_parent(args.stop_with_parent, parent="parent process", this="run")
     return launch(
         config,
         run_dir,

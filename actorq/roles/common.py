@@ -68,7 +68,9 @@ PARENT_POLL_S = 1.0
 """How often a role started with a parent to stop with checks that its parent is still there."""
 
 
-def stop_with_parent(parent_pid: int, poll_s: float = PARENT_POLL_S) -> threading.Thread:
+def stop_with_parent(
+    parent_pid: int, poll_s: float = PARENT_POLL_S, parent: str = "launcher", this: str = "role"
+) -> threading.Thread:
     """Send this process SIGTERM once ``parent_pid`` is no longer its parent, i.e. the launcher that started it
     is gone, however it ended (even ``kill -9``, which gives it no chance to stop its roles).
 
@@ -78,6 +80,12 @@ def stop_with_parent(parent_pid: int, poll_s: float = PARENT_POLL_S) -> threadin
     with :func:`os.getppid` rather than Linux's ``PR_SET_PDEATHSIG``, which fires when the thread that forked the
     process exits, not the process, and does not exist elsewhere.
 
+    Args:
+        parent_pid: The pid of the process that started this one.
+        poll_s: Seconds between checks.
+        parent: What the parent is, for the log line ("launcher", or "parent process" for a train run).
+        this: What this process is, for the log line ("role", or "run").
+
     Returns:
         The watching (daemon) thread, already started.
     """
@@ -85,7 +93,7 @@ def stop_with_parent(parent_pid: int, poll_s: float = PARENT_POLL_S) -> threadin
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(poll_s)
-        log.warning("the launcher (pid %d) that started this role is gone: stopping", parent_pid)
+        log.warning("the %s (pid %d) that started this %s is gone: stopping", parent, parent_pid, this)
         os.kill(os.getpid(), signal.SIGTERM)
 
     thread = threading.Thread(target=watch, name=f"stop-with-parent-{parent_pid}", daemon=True)

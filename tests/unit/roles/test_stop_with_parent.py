@@ -22,7 +22,7 @@ ROLE = textwrap.dedent(
     from actorq.roles.common import install_stop_handlers, stop_with_parent
     stop = threading.Event()
     install_stop_handlers(stop)
-    stop_with_parent(int(sys.argv[2]), poll_s=0.05)
+    stop_with_parent(int(sys.argv[2]), poll_s=0.05, **dict(zip(("parent", "this"), sys.argv[3:])))
     open(sys.argv[1] + ".ready", "w").close()
     stop.wait(60)
     with open(sys.argv[1] + ".stopped", "w") as f:
@@ -69,17 +69,39 @@ def test_a_role_stops_gracefully_once_its_launcher_is_killed(tmp_path):
             os.kill(role_pid, signal.SIGKILL)
 
 
-def test_a_role_whose_launcher_is_already_gone_stops_at_once(tmp_path):
+# A pid no process can have (Linux's pid_max is at most 2**22) stands for a parent that died between spawning the
+# process and its first check.
+NOT_PARENT = 2**22 + 1
+
+
+def _orphan(tmp_path: Path, *names: str) -> str:
+    """Run the stand-in under a parent that is already gone; check it stopped gracefully; return its stderr."""
     marker = str(tmp_path / "role")
-    # A pid no process can have (Linux's pid_max is at most 2**22) stands for a launcher that died between
-    # spawning the role and the role's first check.
-    not_parent = 2**22 + 1
-    role = subprocess.Popen([sys.executable, "-c", ROLE, marker, str(not_parent)], cwd=ROOT)
+    role = subprocess.Popen(
+        [sys.executable, "-c", ROLE, marker, str(NOT_PARENT), *names],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        assert role.wait(timeout=60) == 0
+        _, err = role.communicate(timeout=60)
+        assert role.returncode == 0
         assert Path(marker + ".stopped").read_text() == "graceful"
+        return err
     finally:
         role.kill()
+
+
+def test_a_role_whose_launcher_is_already_gone_stops_at_once(tmp_path):
+    err = _orphan(tmp_path)
+    assert f"the launcher (pid {NOT_PARENT}) that started this role is gone: stopping" in err
+
+
+def test_the_stop_says_what_was_started_by_what(tmp_path):
+    # `actorq train --stop-with-parent` is a run under some parent (an experiment), not a role under a launcher.
+    err = _orphan(tmp_path, "parent process", "run")
+    assert f"the parent process (pid {NOT_PARENT}) that started this run is gone: stopping" in err
+    assert "launcher" not in err
 
 
 def test_launchers_pass_their_pid_only_when_asked():
