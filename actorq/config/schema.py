@@ -114,7 +114,8 @@ class LearnerConfig:
     checkpoint_period_s: float = 60.0
     """Seconds between learner checkpoints (Acme checkpointer); 0 disables."""
     max_steps: int = 0
-    """Stop the learner after this many steps; 0 = until the experiment ends."""
+    """Stop the learner after this many steps, which ends the run (exit reason ``max_learner_steps``); 0 = until
+    another budget or the target ends the run."""
     onednn: bool = True
     """Run the learner's TensorFlow with oneDNN's fused CPU kernels (``TF_ENABLE_ONEDNN_OPTS=1`` in the learner's
     process, set before TensorFlow loads; TF 2.8 leaves them off). Same fp32 maths; results may differ from the

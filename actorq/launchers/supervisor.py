@@ -41,7 +41,14 @@ within about three times this, and usually within a few seconds."""
 REPLAY_START_S = 120.0
 """How long replay may take to serve (TensorFlow's import, a checkpoint to restore) before the run fails."""
 
-EXIT_CODES = {"target": 0, "max_minutes": 0, "max_actor_steps": 0, "role_failed": 1, "interrupted": 130}
+EXIT_CODES = {
+    "target": 0,
+    "max_minutes": 0,
+    "max_actor_steps": 0,
+    "max_learner_steps": 0,
+    "role_failed": 1,
+    "interrupted": 130,
+}
 """The process exit status for each stop reason."""
 
 
@@ -103,7 +110,8 @@ class Supervisor:
 
     # -- health ----------------------------------------------------------------------------------------------
     def _check_roles(self) -> str | None:
-        """Restart restartable roles that died; 'role_failed' when a fatal one died or its restarts ran out."""
+        """Restart restartable roles that died; 'role_failed' when a fatal one died or its restarts ran out,
+        'max_learner_steps' when the learner ended cleanly on its step budget."""
         now = time.monotonic()
         for label, health in self.health.items():
             if self.placement.restarts_itself:
@@ -115,6 +123,14 @@ class Supervisor:
                 continue
             if health.restart_at is None:
                 health.exits.append(code)
+                if code == 0 and health.spec.role == "learner" and self.run_ctx.config.learner.max_steps:
+                    # The learner's own budget (learner.max_steps) is the only way it ends by itself with 0.
+                    log.info(
+                        "%s made its %d steps (learner.max_steps)",
+                        label,
+                        self.run_ctx.config.learner.max_steps,
+                    )
+                    return "max_learner_steps"
                 log.warning("%s exited with %s", label, code)
                 restartable = health.spec.role in RESTARTABLE and self.placement.can_restart
                 if self.placement.restarts_itself or not restartable or health.restarts >= MAX_RESTARTS:

@@ -47,6 +47,18 @@ def test_all_roles_in_process(tmp_path, algorithm, envs):
     assert not {n for n in leftover if n in ("learner", "quantizer", "evaluator") or n.startswith("actor_")}
 
 
+def test_the_learners_step_budget_ends_the_run_as_finished(tmp_path):
+    """learner.max_steps: the learner stops itself after that many steps and the run ends on it, exit status 0
+    (it used to end as a failed role: a learner that exits is fatal)."""
+    config = tiny_config("dqn", max_actor_steps=10**7, max_minutes=3, **{"learner.max_steps": 40})
+    code = run_inprocess(config, tmp_path, quiet=True, poll_s=0.2)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["exit"] == "max_learner_steps", summary.get("failure") or summary.get("errors")
+    assert code == 0 and "failure" not in summary and summary["errors"] == []
+    assert summary["learner_steps"] == 40
+    assert summary["role_end_order"][0] == "learner" and summary["threads_alive_after_stop"] == []
+
+
 def test_insecure_weights_run_unsigned_and_every_actor_says_so(tmp_path, caplog):
     config = tiny_config("dqn", max_actor_steps=300, max_minutes=3)
     with caplog.at_level("WARNING"):
