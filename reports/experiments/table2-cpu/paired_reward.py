@@ -1,0 +1,91 @@
+"""Reward of int8 (or fp16) actors' runs against fp32's, seed by seed, over the same learner steps.
+
+For each record folder given, pairs the runs of one sweep cell by seed and prints, per run: learner steps, learner
+steps/s, best and final evaluation (final: mean of the last 3), and the mean evaluation over learner steps
+(0, UPTO] (every evaluation when ``--upto`` is 0). Then the per-seed differences against fp32 with their mean and
+95% bootstrap interval over seeds (:func:`actorq.report.bootstrap.mean_ci`, the report's own). Runs that took
+different numbers of learner steps in their wall-clock budget are compared fairly only with ``--upto``; runs that
+stopped at ``learner.max_steps`` already share their steps.
+
+    python reports/experiments/table2-cpu/paired_reward.py reports/experiments/table2-cpu/dqn_cartpole/records \\
+        --upto 1150
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from actorq.report.bootstrap import mean_ci
+
+FINAL_EVALS = 3
+"""Evaluations averaged into the final reward (the report's ``k``)."""
+
+
+def run_numbers(record: dict, upto: int) -> dict[str, float]:
+    """One run's numbers from its curated record."""
+    ev = record["evaluations"]
+    ret = np.asarray(ev["return"], np.float64)
+    steps = np.asarray(ev["learner_steps"], np.float64)
+    window = ret[steps <= upto] if upto else ret
+    return {
+        "learner_steps": float(record["summary"]["learner_steps"]),
+        "steps_per_s": float(record["aggregates"]["learner_rate"]),
+        "best": float(ret.max()),
+        "final": float(ret[-FINAL_EVALS:].mean()),
+        "window_mean": float(window.mean()) if window.size else float("nan"),
+        "untrained": float(ret[0]),
+    }
+
+
+def cells(folder: Path, upto: int) -> dict[str, dict[str, dict[int, dict[str, float]]]]:
+    """{sweep cell: {precision: {seed: numbers}}} for every record in ``folder``."""
+    out: dict[str, dict[str, dict[int, dict[str, float]]]] = defaultdict(lambda: defaultdict(dict))
+    for path in sorted(folder.glob("*.json")):
+        record = json.loads(path.read_text())
+        summary = record["summary"]
+        cell = ",".join(f"{k}={v}" for k, v in sorted(record.get("sweep", {}).items())) or "-"
+        out[cell][summary["precision"]][int(summary["seed"])] = run_numbers(record, upto)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("records", type=Path, nargs="+", help="folders of curated run records")
+    parser.add_argument(
+        "--upto", type=int, default=0, help="learner steps of the window mean (0: every evaluation)"
+    )
+    args = parser.parse_args()
+    keys = ("final", "window_mean", "best")
+    for folder in args.records:
+        for cell, by_precision in sorted(cells(folder, args.upto).items()):
+            print(f"\n## {folder} [{cell}] (window: learner steps <= {args.upto or 'all'})")
+            print("precision seed  learner-steps  steps/s  untrained   best  final  window-mean")
+            for precision in sorted(by_precision):
+                for seed, n in sorted(by_precision[precision].items()):
+                    print(
+                        f"{precision:9} {seed:4} {n['learner_steps']:14.0f} {n['steps_per_s']:8.2f} "
+                        f"{n['untrained']:10.1f} {n['best']:6.1f} {n['final']:6.1f} {n['window_mean']:12.1f}"
+                    )
+            base = by_precision.get("fp32", {})
+            for precision in sorted(set(by_precision) - {"fp32"}):
+                seeds = sorted(set(base) & set(by_precision[precision]))
+                for key in keys:
+                    diffs = [by_precision[precision][s][key] - base[s][key] for s in seeds]
+                    means = {
+                        p: mean_ci([by_precision[p][s][key] for s in seeds]) for p in ("fp32", precision)
+                    }
+                    print(
+                        f"{key:11} fp32 {means['fp32'].fmt(digits=1)}  {precision} "
+                        f"{means[precision].fmt(digits=1)}  {precision}-fp32 per seed "
+                        f"{[round(d, 1) for d in diffs]}: {mean_ci(diffs).fmt(digits=1)}, "
+                        f"{sum(d < 0 for d in diffs)}/{len(diffs)} below"
+                    )
+
+
+if __name__ == "__main__":
+    main()
