@@ -21,9 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from actorq.report.bootstrap import mean_ci
-
-FINAL_EVALS = 3
-"""Evaluations averaged into the final reward (the report's ``k``)."""
+from actorq.report.stats import DEFAULT_WINDOW as FINAL_EVALS  # the report's final reward: mean of the last k
 
 
 def run_numbers(record: dict, upto: int) -> dict[str, float]:
