@@ -14,40 +14,38 @@ stopped at ``learner.max_steps`` already share their steps.
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
-
 from actorq.report.bootstrap import mean_ci
-from actorq.report.stats import DEFAULT_WINDOW as FINAL_EVALS  # the report's final reward: mean of the last k
+from actorq.report.measure import measure_run
+from actorq.report.records import load_records
+from actorq.report.runs import RunData
+from actorq.report.stats import DEFAULT_WINDOW
 
 
-def run_numbers(record: dict, upto: int) -> dict[str, float]:
-    """One run's numbers from its curated record."""
-    ev = record["evaluations"]
-    ret = np.asarray(ev["return"], np.float64)
-    steps = np.asarray(ev["learner_steps"], np.float64)
-    window = ret[steps <= upto] if upto else ret
+def run_numbers(run: RunData, upto: int) -> dict[str, float]:
+    """One run's numbers, as the report measures them (:func:`measure_run`: final = mean of the last
+    ``DEFAULT_WINDOW`` evaluations), plus the mean evaluation over learner steps (0, upto]."""
+    m = measure_run(run, None, DEFAULT_WINDOW, "mean")
+    window = run.eval_return[run.eval_learner_steps <= upto] if upto else run.eval_return
     return {
-        "learner_steps": float(record["summary"]["learner_steps"]),
-        "steps_per_s": float(record["aggregates"]["learner_rate"]),
-        "best": float(ret.max()),
-        "final": float(ret[-FINAL_EVALS:].mean()),
+        "learner_steps": float(run.summary["learner_steps"]),
+        "steps_per_s": float(m.learner_rate or "nan"),
+        "best": float(m.best_raw),
+        "final": float(m.final_return),
         "window_mean": float(window.mean()) if window.size else float("nan"),
-        "untrained": float(ret[0]),
+        "untrained": float("nan") if m.untrained_return is None else m.untrained_return,
     }
 
 
 def cells(folder: Path, upto: int) -> dict[str, dict[str, dict[int, dict[str, float]]]]:
-    """{sweep cell: {precision: {seed: numbers}}} for every record in ``folder``."""
+    """{sweep cell: {precision: {seed: numbers}}} for every finished record in ``folder``."""
     out: dict[str, dict[str, dict[int, dict[str, float]]]] = defaultdict(lambda: defaultdict(dict))
-    for path in sorted(folder.glob("*.json")):
-        record = json.loads(path.read_text())
-        summary = record["summary"]
-        cell = ",".join(f"{k}={v}" for k, v in sorted(record.get("sweep", {}).items())) or "-"
-        out[cell][summary["precision"]][int(summary["seed"])] = run_numbers(record, upto)
+    runs, _ = load_records([folder])
+    for run in runs:
+        cell = ",".join(f"{k}={v}" for k, v in sorted(run.sweep.items())) or "-"
+        out[cell][run.precision][run.seed] = run_numbers(run, upto)
     return out
 
 
