@@ -9,6 +9,14 @@ STAMP := $(VENV)/.installed
 # A new dated directory per `make run` (actorq train refuses a non-empty --run-dir unless it is --resume'd).
 RUN_DIR ?= runs/make-run-$(shell date +%Y%m%d-%H%M%S)
 PYTEST_ARGS ?=
+# Disk a venv build needs, in MiB, measured 2026-11-26 on a fresh build (AMD EPYC Zen 4, pip 26.3): the venv ends at
+# 7,543 MiB (3.2 GiB of it torch's CUDA libraries: PyPI's only torch for Python 3.10 on x86_64 is the CUDA build)
+# and pip's downloads and unpacking peak 3,530 MiB above that in its temp dir. A build that runs out of disk dies
+# minutes in with a bare "No space left on device", so the check comes first (VENV_DISK_CHECK=0 skips it), and pip
+# keeps no cache (--no-cache-dir): its cache would hold a second copy of the 3.5 GB of wheels.
+VENV_NEED_MIB := 7800
+PIP_TMP_NEED_MIB := 3700
+VENV_DISK_CHECK ?= 1
 
 .PHONY: run test test-avx2 test-fast lint format bench reproduce reproduce-cpu reproduce-qat venv clean help
 
@@ -45,12 +53,34 @@ $(STAMP): requirements.lock pyproject.toml
 	  echo "  or point PYTHON310=/path/to/python3.10 at one." >&2; \
 	  exit 1; \
 	fi; \
+	if [ "$(VENV_DISK_CHECK)" != 0 ]; then \
+	  vdir=$$(dirname "$(abspath $(VENV))"); mkdir -p "$$vdir"; tmp="$${TMPDIR:-/tmp}"; \
+	  old=0; if [ -d "$(VENV)" ]; then old=$$(du -sm "$(VENV)" | cut -f1); fi; \
+	  vfree=$$(( $$(df -Pm "$$vdir" | awk 'NR==2 {print $$4}') + old )); \
+	  tfree=$$(df -Pm "$$tmp" | awk 'NR==2 {print $$4}'); \
+	  if [ "$$(df -P "$$vdir" | awk 'NR==2 {print $$6}')" = "$$(df -P "$$tmp" | awk 'NR==2 {print $$6}')" ]; then \
+	    need=$$(( $(VENV_NEED_MIB) + $(PIP_TMP_NEED_MIB) )); short=$$(( vfree < need )); \
+	    where="$$vdir and pip's temp dir $$tmp share one disk with $$vfree MiB free (counting the old venv)"; \
+	  else \
+	    need="$(VENV_NEED_MIB) + $(PIP_TMP_NEED_MIB)"; \
+	    short=$$(( vfree < $(VENV_NEED_MIB) || tfree < $(PIP_TMP_NEED_MIB) )); \
+	    where="$$vdir has $$vfree MiB free (counting the old venv), pip's temp dir $$tmp $$tfree MiB"; \
+	  fi; \
+	  if [ "$$short" = 1 ]; then \
+	    echo "error: building $(VENV) needs about $(VENV_NEED_MIB) MiB for the venv and $(PIP_TMP_NEED_MIB) MiB for pip's" >&2; \
+	    echo "  downloads ($$need MiB), but $$where." >&2; \
+	    echo "  3.2 GiB of it are torch's CUDA libraries: PyPI has no CPU-only torch for Python 3.10." >&2; \
+	    echo "  Free some space, or build elsewhere: VENV=/bigger/disk/venv and/or TMPDIR=/bigger/disk/tmp;" >&2; \
+	    echo "  VENV_DISK_CHECK=0 skips this check." >&2; \
+	    exit 1; \
+	  fi; \
+	fi; \
 	echo "==> building $(VENV) with $$py ($$($$py --version 2>&1))"; \
 	rm -rf $(VENV); \
 	"$$py" -m venv $(VENV); \
-	$(PY) -m pip install -q --upgrade "pip<27" wheel setuptools; \
-	$(PY) -m pip install -q -r requirements.lock; \
-	$(PY) -m pip install -q --no-deps --no-build-isolation -e .; \
+	$(PY) -m pip install -q --no-cache-dir --upgrade "pip<27" wheel setuptools; \
+	$(PY) -m pip install -q --no-cache-dir -r requirements.lock; \
+	$(PY) -m pip install -q --no-cache-dir --no-deps --no-build-isolation -e .; \
 	$(PY) -m pip check; \
 	touch $(STAMP)
 
