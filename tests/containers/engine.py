@@ -24,6 +24,11 @@ DOCKER = ROOT / "docker"
 WORKER_IMAGE = "actorq-worker:latest"
 IMAGE_UID = 10001
 """The unprivileged user the images run as (docker/Dockerfile.worker): it must own the mounted run dir and key."""
+BUILD_NEED_MIB = 16_000
+"""Free disk that building the worker image from nothing needs on Docker's data root, in MiB. Measured 2026-11-26
+(a fresh `.ci/run`, AMD EPYC Zen 4): the stand-in base and the build peaked 15,524 MiB above the disk's use before
+them and settled at 7,980 MiB (the classic builder holds the container's 7.4 GB venv layer and its committed copy at
+once). A machine with less would fail the build minutes in with "no space left on device"; it skips instead."""
 
 
 def compose_tool() -> list[str] | None:
@@ -52,7 +57,23 @@ def unusable_reason() -> str | None:
         return f"no reachable Docker daemon ({said[-1] if said else f'docker info exit {info.returncode}'})"
     if compose_tool() is None:
         return "docker is installed without a compose tool (docker-compose or the compose plugin)"
-    return None
+    return disk_shortfall()
+
+
+def disk_shortfall() -> str | None:
+    """Why the worker image cannot be built for lack of disk (only when it is not built yet), or None."""
+    if stand_in_base.image_exists(WORKER_IMAGE):
+        return None
+    root = docker("info", "--format", "{{.DockerRootDir}}", timeout=30, check=False).stdout.strip()
+    if not root or not Path(root).is_dir():  # a remote daemon (DOCKER_HOST): its disk is not ours to measure
+        return None
+    free_mib = shutil.disk_usage(root).free // 2**20
+    if free_mib >= BUILD_NEED_MIB:
+        return None
+    return (
+        f"building {WORKER_IMAGE} needs about {BUILD_NEED_MIB} MiB free on Docker's data root {root}, which has "
+        f"{free_mib} MiB: free some space (docker system prune removes unused images) or move Docker's data-root"
+    )
 
 
 def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
