@@ -48,23 +48,27 @@ def unusable_reason() -> str | None:
         return "no docker CLI installed (.ci/run installs docker.io and docker-compose where apt can)"
     try:
         info = subprocess.run(
-            ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=30
+            ["docker", "info", "--format", "{{.ServerVersion}}\t{{.DockerRootDir}}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
     except subprocess.TimeoutExpired:
         return "docker info timed out: the daemon does not answer"
-    if info.returncode != 0 or not info.stdout.strip():
+    version, _, root = info.stdout.strip().partition("\t")
+    if info.returncode != 0 or not version:
         said = (info.stderr or info.stdout).strip().splitlines()
         return f"no reachable Docker daemon ({said[-1] if said else f'docker info exit {info.returncode}'})"
     if compose_tool() is None:
         return "docker is installed without a compose tool (docker-compose or the compose plugin)"
-    return disk_shortfall()
+    return disk_shortfall(root)
 
 
-def disk_shortfall() -> str | None:
-    """Why the worker image cannot be built for lack of disk (only when it is not built yet), or None."""
+def disk_shortfall(root: str) -> str | None:
+    """Why the worker image cannot be built on Docker's data root ``root`` for lack of disk (only when it is not
+    built yet), or None."""
     if stand_in_base.image_exists(WORKER_IMAGE):
         return None
-    root = docker("info", "--format", "{{.DockerRootDir}}", timeout=30, check=False).stdout.strip()
     if not root or not Path(root).is_dir():  # a remote daemon (DOCKER_HOST): its disk is not ours to measure
         return None
     free_mib = shutil.disk_usage(root).free // 2**20
