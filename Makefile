@@ -58,17 +58,11 @@ $(STAMP): requirements.lock pyproject.toml
 	  old=0; if [ -d "$(VENV)" ]; then old=$$(du -sm "$(VENV)" | cut -f1); fi; \
 	  vfree=$$(( $$(df -Pm "$$vdir" | awk 'NR==2 {print $$4}') + old )); \
 	  tfree=$$(df -Pm "$$tmp" | awk 'NR==2 {print $$4}'); \
-	  if [ "$$(df -P "$$vdir" | awk 'NR==2 {print $$6}')" = "$$(df -P "$$tmp" | awk 'NR==2 {print $$6}')" ]; then \
-	    need=$$(( $(VENV_NEED_MIB) + $(PIP_TMP_NEED_MIB) )); short=$$(( vfree < need )); \
-	    where="$$vdir and pip's temp dir $$tmp share one disk with $$vfree MiB free (counting the old venv)"; \
-	  else \
-	    need="$(VENV_NEED_MIB) + $(PIP_TMP_NEED_MIB)"; \
-	    short=$$(( vfree < $(VENV_NEED_MIB) || tfree < $(PIP_TMP_NEED_MIB) )); \
-	    where="$$vdir has $$vfree MiB free (counting the old venv), pip's temp dir $$tmp $$tfree MiB"; \
-	  fi; \
-	  if [ "$$short" = 1 ]; then \
-	    echo "error: building $(VENV) needs about $(VENV_NEED_MIB) MiB for the venv and $(PIP_TMP_NEED_MIB) MiB for pip's" >&2; \
-	    echo "  downloads ($$need MiB), but $$where." >&2; \
+	  same=0; [ "$$(df -P "$$vdir" | awk 'NR==2 {print $$6}')" = "$$(df -P "$$tmp" | awk 'NR==2 {print $$6}')" ] && same=1; \
+	  need_v=$$(( $(VENV_NEED_MIB) + same * $(PIP_TMP_NEED_MIB) )); \
+	  if [ "$$vfree" -lt "$$need_v" ] || { [ "$$same" = 0 ] && [ "$$tfree" -lt $(PIP_TMP_NEED_MIB) ]; }; then \
+	    echo "error: building $(VENV) needs about $(VENV_NEED_MIB) MiB for the venv and $(PIP_TMP_NEED_MIB) MiB for pip's downloads:" >&2; \
+	    echo "  $$need_v MiB free in $$vdir (it has $$vfree, counting the old venv)$$([ "$$same" = 1 ] && echo ", which also holds pip's temp dir $$tmp" || echo " and $(PIP_TMP_NEED_MIB) in pip's temp dir $$tmp (it has $$tfree)")." >&2; \
 	    echo "  3.2 GiB of it are torch's CUDA libraries: PyPI has no CPU-only torch for Python 3.10." >&2; \
 	    echo "  Free some space, or build elsewhere: VENV=/bigger/disk/venv and/or TMPDIR=/bigger/disk/tmp;" >&2; \
 	    echo "  VENV_DISK_CHECK=0 skips this check." >&2; \
