@@ -72,13 +72,13 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     s.append(
         "Pull time counts every pull (also those that found no newer version), divided by broadcasts received.\n"
     )
-    s += ["### Regime diagnosis from rates (model)\n", pmd.regime_table(t), ""]
-    s.append(
-        f"A run is **learner-bound** when its actors could insert >= {stats.LEARNER_BOUND_RATIO}x what the "
-        f"learner's sampling allows or spend >= {stats.LEARNER_BOUND_WAIT_SHARE:.0%} of their time waiting on "
-        "the rate limiter; otherwise **actor-bound**. In a learner-bound run, faster (quantized) actors cannot "
-        "shorten the time to reward: they wait.\n"
-    )
+    s += [
+        "### Regime of each run: the model and its numbers\n",
+        pmd.regime_table(t),
+        "",
+        pmd.REGIME_MODEL,
+        "",
+    ]
     s += ["### Projection: time to reward with a k-times faster learner (model, not measured)\n"]
     s += [pmd.projection_table(t), "", pmd.PROJECTION_MODEL, ""]
     budget = pmd.budget_steps(t)
@@ -197,13 +197,15 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
                         "acting_seconds": m.acting_seconds,
                         "learner_blocked_share": m.learner_blocked_share,
                         "actor_blocked_share": m.actor_blocked_share,
-                        "regime": m.blocked_regime,
+                        "regime": m.regime.label if m.regime else None,
+                        "regime_model": m.regime.as_dict() if m.regime else None,
                         "outside_share": m.outside_share,
                         "outside_source": m.outside_source,
                     }
                     for m in t.runs[label]
                 },
                 "regimes": [m.regime.label if m.regime else None for m in t.runs[label]],
+                "predicted_speedup": t.predicted_speedup(label),
                 "projected_s": {
                     ("inf" if math.isinf(k) else str(k)): stats.censored_median(
                         [m.projected(k) for m in t.runs[label]]

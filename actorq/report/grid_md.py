@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from actorq.report import bootstrap, paper, stats
+from actorq.report import bootstrap, paper, regime, stats
 from actorq.report.analysis import RunMetrics, TaskTable
 from actorq.report.disturbance import share_cell
 from actorq.report.markdown import fmt, table
@@ -37,6 +37,7 @@ def ci_table(t: TaskTable) -> str:
         "runs",
         "time to threshold (s), median [95% CI] (reached/n)",
         "speed-up vs fp32 [95% CI]",
+        "predicted speed-up (model)",
         "learner steps to threshold (median)",
         "final reward, mean [95% CI]",
         "best reward, mean [95% CI]",
@@ -55,7 +56,8 @@ def ci_table(t: TaskTable) -> str:
             t.time_ci(label).fmt(0)
             if t.threshold is not None
             else "no threshold (no fp32 run has k evaluations)",
-            (speed.fmt(2, "x", inf="inf") + (" **faster**" if is_faster(speed) else "")) if speed else "-",
+            _speed_cell(t, speed),
+            fmt(t.predicted_speedup(label), 2, "x") if split_label(label)[0] != "fp32" else "-",
             t.summary(label, "learner_steps_reach", censored=True).fmt(0),
             bootstrap.mean_ci([m.final_return for m in runs]).fmt(1),
             bootstrap.mean_ci([m.best_smoothed for m in runs]).fmt(1),
@@ -66,6 +68,14 @@ def ci_table(t: TaskTable) -> str:
     return table(header, rows)
 
 
+def _speed_cell(t: TaskTable, speed: bootstrap.Interval | None) -> str:
+    if speed is None:
+        return "-"
+    if t.degenerate:
+        return "not used: threshold at or below an untrained score"
+    return speed.fmt(2, "x", inf="inf") + (" **faster**" if is_faster(speed) else "")
+
+
 CI_NOTE = (
     "Medians over seeds with bootstrap 95% confidence intervals (4,000 resamples of the runs). A run that never "
     "reached the threshold is censored, not dropped: it counts as slower than every run that did, so a median or "
@@ -74,7 +84,9 @@ CI_NOTE = (
     "share its machine) and run by run otherwise. An unreached run bounds a speed-up by the time it was last seen short "
     "of the threshold: '>= 1.09x' means fp32's median run had not reached it by 1.09 times the precision's median "
     "time, and the interval's upper end is then unbounded. A speed-up is claimed (**faster**) only "
-    "where the interval's lower bound is above 1. Final reward: mean of the last k evaluations of each run; best reward: each "
+    "where the interval's lower bound is above 1, and never from a threshold at or below some run's untrained score. "
+    "Predicted speed-up: the regime model's ratio of median delivered env steps/s, min(S_p, C / spi) (see the "
+    "regime table below); it assumes reward per env step does not depend on precision. Final reward: mean of the last k evaluations of each run; best reward: each "
     "run's best mean of k consecutive evaluations."
 )
 
@@ -158,7 +170,7 @@ def blocked_table(runs: list[RunMetrics]) -> str:
             fmt(m.acting_seconds, 0),
             _blocked(m.learner_blocked_share, m.acting_seconds),
             _blocked(m.actor_blocked_share, m.acting_seconds),
-            m.blocked_regime,
+            m.regime.label if m.regime else "-",
             "not reached" if m.t_reach is None else fmt(m.t_reach, 0),
             share_cell(m.outside_share, m.outside_source),
         ]
@@ -171,8 +183,9 @@ BLOCKED_NOTE = (
     "Measured from the replay server's snapshots of its samples-per-insert rate limiter (every `log_period_s` "
     "after acting began): a snapshot within one learner batch plus one insert of the limiter's lower bound means the "
     "learner was blocked waiting for experience, near the upper bound the actors were blocked waiting for the "
-    "learner; the share of snapshots estimates the share of time. **learner-bound**: actors blocked at least "
-    f"{bootstrap.REGIME_SHARE:.0%} of the time (faster actors would only wait longer); **actor-bound**: the learner "
+    "learner; the share of snapshots estimates the share of time. The regime (one rule, "
+    "`actorq/report/regime.py`): **learner-bound**: actors blocked at least "
+    f"{regime.BLOCKED_SHARE:.0%} of the time (faster actors would only wait longer); **actor-bound**: the learner "
     "blocked at least that share (faster actors shorten the run); **balanced** otherwise. Others' CPU: the share "
     "of the machine's CPU that processes other than the run's used while it ran (measured by the launcher; "
     "'(codecarbon)': estimated from codecarbon's machine-wide load for runs made before that), bold above the "
@@ -184,7 +197,7 @@ def regime_counts(t: TaskTable) -> str:
     """``"fp32: 5 learner-bound; int8: 3 learner-bound, 2 balanced"``."""
     parts = []
     for label in t.labels():
-        counts = Counter(m.blocked_regime for m in t.runs[label])
+        counts = Counter(m.regime.label if m.regime else "unknown" for m in t.runs[label])
         parts.append(f"{label}: " + ", ".join(f"{n} {r}" for r, n in counts.most_common()))
     return "; ".join(parts)
 
