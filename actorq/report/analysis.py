@@ -21,6 +21,7 @@ from actorq.report.measure import (
     measure_run,
     rates,
 )
+from actorq.report.paired import PairedReward, paired_reward
 from actorq.report.regime import assess, predicted_speedup
 from actorq.report.runs import RunData, split_label
 
@@ -48,6 +49,8 @@ class TaskTable:
     runs: dict[str, list[RunMetrics]]
     config_differences: dict[str, list[str]] = field(default_factory=dict)
     """Config keys (other than precision, wire bits and seed) whose values differ between the task's runs."""
+    window: int = stats.DEFAULT_WINDOW
+    """k, the evaluations the threshold smooths over (and the final reward averages)."""
 
     def labels(self) -> list[str]:
         """Sweep cell by sweep cell, fp32, fp16, int8 and then other labels within each."""
@@ -105,6 +108,13 @@ class TaskTable:
             return [m.regime.delivered if m.regime else None for m in self.runs.get(lab, [])]
 
         return predicted_speedup(delivered(label), delivered(self.base_of(label, base)))
+
+    def paired_reward(self, label: str, axis: str = "actor_steps", base: str = "fp32") -> PairedReward | None:
+        """``label``'s reward against ``base`` of its sweep cell, seed by seed, over the same steps of ``axis``
+        (:mod:`actorq.report.paired`)."""
+        return paired_reward(
+            self.runs.get(self.base_of(label, base), []), self.runs.get(label, []), axis, self.window
+        )
 
     def best_cell(self, precision: str) -> str | None:
         """The label (sweep cell) of ``precision`` with the lowest median time to threshold (None if none has a
@@ -185,7 +195,9 @@ def build_tables(
         _same_actor_rate_source(everyone)
         for m, regime in zip(everyone, assess([rates(m) for m in everyone]), strict=True):
             m.regime = regime
-        table = TaskTable(task, best, max(raw) if raw else None, threshold, threshold_source, by_label)
+        table = TaskTable(
+            task, best, max(raw) if raw else None, threshold, threshold_source, by_label, window=k
+        )
         swept = {key for r in group for key in r.sweep}
         table.config_differences = {
             k: v for k, v in config_differences([r.config for r in group]).items() if k not in swept

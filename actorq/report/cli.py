@@ -20,6 +20,7 @@ from actorq.report import markdown as md
 from actorq.report import projection_md as pmd
 from actorq.report.analysis import PROJECTION_K, TaskTable, build_tables
 from actorq.report.disturbance import disturbed_note
+from actorq.report.paired import AXES
 from actorq.report.runs import load_runs, split_label
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,13 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
         "",
     ]
     s += ["### Throughput and CPU per role\n", gmd.throughput_table(t), "", gmd.THROUGHPUT_NOTE, ""]
+    for axis, words in AXES.items():
+        paired = gmd.paired_table(t, axis)
+        s += (
+            [f"### Reward at equal {words}, paired by seed\n", paired, "", gmd.PAIRED_NOTE, ""]
+            if paired
+            else []
+        )
     s += ["### Regime of each run (time blocked on the rate limiter)\n", gmd.regime_counts(t) + ".", ""]
     s += [gmd.blocked_table(everyone), "", gmd.BLOCKED_NOTE, ""]
     s += ["### Convergence\n"]
@@ -206,6 +214,7 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
                 },
                 "regimes": [m.regime.label if m.regime else None for m in t.runs[label]],
                 "predicted_speedup": t.predicted_speedup(label),
+                "paired_reward": {axis: _paired_json(t, label, axis) for axis in AXES},
                 "projected_s": {
                     ("inf" if math.isinf(k) else str(k)): stats.censored_median(
                         [m.projected(k) for m in t.runs[label]]
@@ -232,6 +241,14 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
             "labels": labels,
         }
     return out
+
+
+def _paired_json(t: TaskTable, label: str, axis: str) -> dict[str, object] | None:
+    p = t.paired_reward(label, axis) if split_label(label)[0] != "fp32" else None
+    if p is None:
+        return None
+    return {"seeds": p.seeds, "upto": p.upto, "mean_difference": p.difference("mean").as_dict(),
+            "final_difference": p.difference("final").as_dict()}  # fmt: skip
 
 
 def build_report(

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+
 from actorq.report import bootstrap, paper, regime, stats
 from actorq.report.analysis import RunMetrics, TaskTable
 from actorq.report.disturbance import share_cell
 from actorq.report.markdown import fmt, table
+from actorq.report.paired import AXES
 from actorq.report.runs import split_label
 
 ROLES = ("replay", "learner", "quantizer", "actors", "evaluator")
@@ -205,3 +208,45 @@ def regime_counts(t: TaskTable) -> str:
 def is_faster(interval: bootstrap.Interval) -> bool:
     """The claim rule: a speed-up only where the CI's lower bound is above 1."""
     return interval.low is not None and interval.low > 1.0
+
+
+def paired_table(t: TaskTable, axis: str) -> str:
+    """Per non-fp32 label: its reward against fp32's of the same cell and seed over the same steps of ``axis``;
+    empty when no label pairs with fp32."""
+    header = [
+        "precision",
+        "seeds",
+        f"{AXES[axis]} compared (median)",
+        "mean return over them: fp32 vs precision",
+        "difference per seed, mean [95% CI] (below)",
+        f"final (last {t.window}) at them: difference [95% CI] (below)",
+    ]
+    rows = []
+    for label in t.labels():
+        if split_label(label)[0] == "fp32":
+            continue
+        p = t.paired_reward(label, axis)
+        if p is None:
+            continue
+        n = len(p.seeds)
+        rows.append(
+            [
+                label,
+                str(n),
+                fmt(stats.plain_median(p.upto).median, 0),
+                f"{fmt(float(np.mean(p.base_mean)), 1)} vs {fmt(float(np.mean(p.mean)), 1)}",
+                f"{p.difference('mean').fmt(1)} ({p.below('mean')}/{n})",
+                f"{p.difference('final').fmt(1)} ({p.below('final')}/{n})",
+            ]
+        )
+    return table(header, rows) if rows else ""
+
+
+PAIRED_NOTE = (
+    "Each seed's run against fp32's run of the same seed and sweep cell, both cut at the smaller of their last "
+    "evaluations' step counts (so neither is credited with steps the other did not make): the mean of the "
+    "evaluations up to there and the mean of the last k of them. The predicted speed-up assumes reward per env step "
+    "does not depend on precision: an interval of the difference at equal env steps that holds 0 is consistent "
+    "with it; one that excludes 0 says the prediction misses by that much. (Runs whose networks were not seeded "
+    "start from different policies, which the per-seed difference then includes.)"
+)

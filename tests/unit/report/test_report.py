@@ -156,6 +156,8 @@ def test_build_report_writes_markdown_figures_and_numbers(experiment, tmp_path):
     for heading in (
         "Time to threshold with 95% confidence intervals (Table 2 analogue)",
         "Throughput and CPU per role",
+        "Reward at equal env steps, paired by seed",
+        "Reward at equal learner steps, paired by seed",
         "Regime of each run",
         "Convergence",
         "Actor runtime breakdown",
@@ -229,6 +231,8 @@ def test_a_threshold_the_untrained_policy_reaches_is_flagged(tmp_path):
     assert "not used: threshold at or below an untrained score" in text  # the CI table claims nothing
     numbers = json.loads((tmp_path / "r1" / "report.json").read_text())["dmc:cartpole:balance"]
     assert numbers["threshold_degenerate"] and numbers["labels"]["int8"]["speedup_vs_fp32"] is None
+    assert numbers["labels"]["int8"]["speedup_vs_fp32_ci"]["value"] is None
+    assert table.speedup_ci("int8").value is None and table.speedup("int8") == (None, [])
     assert "2 of 2 runs start at or above it" in text and "Most runs start there" in text
 
     # One lucky initial network among four runs: named, and not blamed on fp32's learning.
