@@ -21,7 +21,8 @@ from actorq.report import projection_md as pmd
 from actorq.report.analysis import PROJECTION_K, TaskTable, build_tables
 from actorq.report.disturbance import disturbed_note
 from actorq.report.paired import AXES
-from actorq.report.runs import load_runs, split_label
+from actorq.report.records import load_runs
+from actorq.report.runs import split_label
 
 log = logging.getLogger(__name__)
 

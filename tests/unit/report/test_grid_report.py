@@ -14,8 +14,7 @@ from actorq.report import markdown as md
 from actorq.report.analysis import build_tables
 from actorq.report.cli import build_report
 from actorq.report.grid_md import is_faster
-from actorq.report.records import RECORDS_DIR, load_records, write_record
-from actorq.report.runs import load_runs
+from actorq.report.records import RECORDS_DIR, load_records, load_runs, write_record
 from actorq.status import LearnerStatus, ReplayStatus, write_status
 from tests.unit.report.synthetic import START, make_run, ramp_returns
 

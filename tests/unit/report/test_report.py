@@ -10,7 +10,8 @@ import pytest
 from actorq.report import stats
 from actorq.report.analysis import WATTS_PER_CORE, build_tables
 from actorq.report.cli import build_report
-from actorq.report.runs import discover, load_runs
+from actorq.report.records import load_runs
+from actorq.report.runs import discover
 from tests.unit.report.synthetic import EVAL_PERIOD, make_run, ramp_returns
 
 N_EVALS = 40
