@@ -218,8 +218,8 @@ def paired_table(t: TaskTable, axis: str) -> str:
         "seeds",
         f"{AXES[axis]} compared (median)",
         "mean return over them: fp32 vs precision",
-        "difference per seed, mean [95% CI] (below)",
-        f"final (last {t.window}) at them: difference [95% CI] (below)",
+        "difference per seed, mean [95% CI] (seeds); seeds below fp32",
+        f"final (last {t.window}) at them: difference [95% CI] (seeds); seeds below",
     ]
     rows = []
     for label in t.labels():
@@ -235,8 +235,8 @@ def paired_table(t: TaskTable, axis: str) -> str:
                 str(n),
                 fmt(stats.plain_median(p.upto).median, 0),
                 f"{fmt(float(np.mean(p.base_mean)), 1)} vs {fmt(float(np.mean(p.mean)), 1)}",
-                f"{p.difference('mean').fmt(1)} ({p.below('mean')}/{n})",
-                f"{p.difference('final').fmt(1)} ({p.below('final')}/{n})",
+                f"{p.difference('mean').fmt(1)}; {p.below('mean')} of {n}",
+                f"{p.difference('final').fmt(1)}; {p.below('final')} of {n}",
             ]
         )
     return table(header, rows) if rows else ""

@@ -201,8 +201,9 @@ def _capacity(run: RunRates, runs: Sequence[RunRates]) -> Estimate | None:
     peers = [r for r in runs if r.group == run.group and r.never_starved and r.learner_samples_per_s]
     for match, where in (
         (lambda r: r.precision == run.precision and r.cell == run.cell, "same precision and cell"),
+        (lambda r: r.cell == run.cell, "same cell, other precisions"),
         (lambda r: r.precision == run.precision, f"{run.precision}, other cells"),
-        (lambda r: True, "other precisions"),
+        (lambda r: True, "other cells and precisions"),
     ):
         chosen = [r for r in peers if match(r)]
         if chosen:

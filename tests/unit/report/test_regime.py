@@ -98,11 +98,14 @@ def test_a_starved_learners_own_rate_is_never_its_capacity():
     assert "same precision and cell" in r.capacity.source
     assert r.label == ACTOR_BOUND and r.predicted == ACTOR_BOUND  # 252 env steps/s vs 384 allowed
     assert r.delivered == pytest.approx(252.0)
-    # Without the same cell: the same precision in another cell; then any precision; never the other machine.
+    # Then the same cell at another precision; then the same precision in another cell; never another machine.
     r = regime.assess([starved, other_cell, other_precision, elsewhere])[0]
-    assert r.capacity.value == pytest.approx(7.0 * 64) and "other cells" in r.capacity.source
-    r = regime.assess([starved, other_precision, elsewhere])[0]
-    assert r.capacity.value == pytest.approx(9.0 * 64) and "other precisions" in r.capacity.source
+    assert r.capacity.value == pytest.approx(9.0 * 64) and "same cell, other precisions" in r.capacity.source
+    r = regime.assess([starved, other_cell, elsewhere])[0]
+    assert r.capacity.value == pytest.approx(7.0 * 64) and "fp32, other cells" in r.capacity.source
+    other_both = rates("int8-spi8", precision="int8", cell="x", learner_steps_per_s=8.0)
+    r = regime.assess([starved, other_both, elsewhere])[0]
+    assert r.capacity.value == pytest.approx(8.0 * 64) and "other cells and precisions" in r.capacity.source
     r = regime.assess([starved, elsewhere])[0]
     assert r.capacity is None and r.delivered is None and r.predicted == UNKNOWN
     assert r.label == ACTOR_BOUND  # what the run did is still known
