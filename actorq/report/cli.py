@@ -57,13 +57,10 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
         "",
     ]
     s += ["### Throughput and CPU per role\n", gmd.throughput_table(t), "", gmd.THROUGHPUT_NOTE, ""]
-    for axis, words in AXES.items():
-        paired = gmd.paired_table(t, axis)
-        s += (
-            [f"### Reward at equal {words}, paired by seed\n", paired, "", gmd.PAIRED_NOTE, ""]
-            if paired
-            else []
-        )
+    paired = {axis: gmd.paired_table(t, axis) for axis in AXES}
+    for axis, text in paired.items():
+        s += [f"### {gmd.paired_title(axis)}\n", text, ""] if text else []
+    s += [gmd.PAIRED_NOTE, ""] if any(paired.values()) else []
     s += ["### Regime of each run (time blocked on the rate limiter)\n", gmd.regime_counts(t) + ".", ""]
     s += [gmd.blocked_table(everyone), "", gmd.BLOCKED_NOTE, ""]
     s += ["### Convergence\n"]

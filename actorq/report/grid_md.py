@@ -210,13 +210,19 @@ def is_faster(interval: bootstrap.Interval) -> bool:
     return interval.low is not None and interval.low > 1.0
 
 
+def paired_title(axis: str) -> str:
+    """The section heading of :func:`paired_table`."""
+    what = f"at equal {AXES[axis]}" if axis != "run" else "over whole runs"
+    return f"Reward {what}, paired by seed"
+
+
 def paired_table(t: TaskTable, axis: str) -> str:
     """Per non-fp32 label: its reward against fp32's of the same cell and seed over the same steps of ``axis``;
     empty when no label pairs with fp32."""
     header = [
         "precision",
         "seeds",
-        f"{AXES[axis]} compared (median)",
+        f"{AXES[axis]} compared (median)" if axis != "run" else "cut",
         "mean return over them: fp32 vs precision",
         "difference per seed, mean [95% CI] (seeds); seeds below fp32",
         f"final (last {t.window}) at them: difference [95% CI] (seeds); seeds below",
@@ -233,7 +239,7 @@ def paired_table(t: TaskTable, axis: str) -> str:
             [
                 label,
                 str(n),
-                fmt(stats.plain_median(p.upto).median, 0),
+                fmt(stats.plain_median(p.upto).median, 0) if axis != "run" else "none",
                 f"{fmt(float(np.mean(p.base_mean)), 1)} vs {fmt(float(np.mean(p.mean)), 1)}",
                 f"{p.difference('mean').fmt(1)}; {p.below('mean')} of {n}",
                 f"{p.difference('final').fmt(1)}; {p.below('final')} of {n}",
@@ -245,7 +251,8 @@ def paired_table(t: TaskTable, axis: str) -> str:
 PAIRED_NOTE = (
     "Each seed's run against fp32's run of the same seed and sweep cell, both cut at the smaller of their last "
     "evaluations' step counts (so neither is credited with steps the other did not make): the mean of the "
-    "evaluations up to there and the mean of the last k of them. The predicted speed-up assumes reward per env step "
+    "evaluations up to there and the mean of the last k of them ('whole runs': nothing cut, each run as its budget "
+    "left it). The predicted speed-up assumes reward per env step "
     "does not depend on precision: an interval of the difference at equal env steps that holds 0 is consistent "
     "with it; one that excludes 0 says the prediction misses by that much. (Runs whose networks were not seeded "
     "start from different policies, which the per-seed difference then includes.)"

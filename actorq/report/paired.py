@@ -10,12 +10,15 @@ make:
   evaluation);
 * **final at X**: the mean of each run's last ``k`` evaluations at or before X (the report's final reward, cut at X).
 
+Over ``"run"`` nothing is cut: each run's whole curve (what a wall-clock budget gave it).
+
 The per-seed differences (label - fp32) get their mean with a bootstrap 95% interval
 (:func:`actorq.report.bootstrap.mean_ci`); an interval that holds 0 finds no difference.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,8 +26,9 @@ import numpy as np
 from actorq.report import bootstrap
 from actorq.report.measure import RunMetrics
 
-AXES = {"actor_steps": "env steps", "learner_steps": "learner steps"}
-"""The step counts runs are compared over, and how the report names them."""
+AXES = {"actor_steps": "env steps", "learner_steps": "learner steps", "run": "whole runs"}
+"""What runs are compared over, and how the report names it: the same env steps, the same learner steps, or each
+run whole (no cut: a run that made more steps in its budget is credited with them)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,9 @@ class PairedReward:
 
 
 def _curve(m: RunMetrics, axis: str) -> tuple[np.ndarray, np.ndarray]:
+    if axis == "run":  # every evaluation at 0, the limit at infinity: none is cut
+        keep = np.isfinite(m.run.eval_return)
+        return np.zeros(int(keep.sum())), m.run.eval_return[keep]
     x = m.run.eval_steps if axis == "actor_steps" else m.run.eval_learner_steps
     keep = np.isfinite(x) & np.isfinite(m.run.eval_return)
     return x[keep], m.run.eval_return[keep]
@@ -86,7 +93,7 @@ def paired_reward(
         (xb, yb), (x, y) = _curve(other, axis), _curve(m, axis)
         if not xb.size or not x.size:
             continue
-        limit = float(min(xb.max(), x.max()))
+        limit = float(min(xb.max(), x.max())) if axis != "run" else math.inf
         a, b = up_to(x, y, limit, k), up_to(xb, yb, limit, k)
         if a is None or b is None:
             continue

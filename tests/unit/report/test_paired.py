@@ -43,5 +43,10 @@ def test_only_seeds_both_ran_pair_and_the_axis_is_checked():
     assert p.seeds == [1] and p.below("final") == 1
     assert p.difference("mean").low is None  # one seed: no interval
     assert paired_reward(fp32, [metrics(7, [1], [1.0])]) is None
+    # Whole runs: nothing cut, so int8's evaluations past fp32's steps count.
+    fp32 = [metrics(s, [100, 200, 300], [10.0, 20.0, 30.0]) for s in range(3)]
+    int8 = [metrics(s, [100, 200, 300, 400], [12.0, 22.0, 32.0, 90.0]) for s in range(3)]
+    whole = paired_reward(fp32, int8, "run", k=2)
+    assert whole.mean == [39.0] * 3 and whole.final == [61.0] * 3 and whole.base_final == [25.0] * 3
     with pytest.raises(ValueError, match="axis"):
         paired_reward(fp32, int8, "minutes")

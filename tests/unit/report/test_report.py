@@ -159,6 +159,7 @@ def test_build_report_writes_markdown_figures_and_numbers(experiment, tmp_path):
         "Throughput and CPU per role",
         "Reward at equal env steps, paired by seed",
         "Reward at equal learner steps, paired by seed",
+        "Reward over whole runs, paired by seed",
         "Regime of each run",
         "Convergence",
         "Actor runtime breakdown",
