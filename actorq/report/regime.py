@@ -197,7 +197,7 @@ def predicted_speedup(delivered: Sequence[float | None], base: Sequence[float | 
 def _capacity(run: RunRates, runs: Sequence[RunRates]) -> Estimate | None:
     """C for ``run`` (see the module docstring): this run, else the closest never-starved runs."""
     if run.never_starved and run.learner_samples_per_s:
-        return Estimate(run.learner_samples_per_s, "this run (learner never starved)")
+        return Estimate(run.learner_samples_per_s, "this run, learner never starved")
     peers = [r for r in runs if r.group == run.group and r.never_starved and r.learner_samples_per_s]
     for match, where in (
         (lambda r: r.precision == run.precision and r.cell == run.cell, "same precision and cell"),
@@ -208,14 +208,14 @@ def _capacity(run: RunRates, runs: Sequence[RunRates]) -> Estimate | None:
         chosen = [r for r in peers if match(r)]
         if chosen:
             value = statistics.median(r.learner_samples_per_s for r in chosen)
-            return Estimate(value, f"median of {len(chosen)} never-starved runs ({where})")
+            return Estimate(value, f"median of {len(chosen)} never-starved runs: {where}")
     return None
 
 
 def _supply(run: RunRates) -> Estimate | None:
     if not run.actor_free_rate:
         return None
-    how = {"cpu": "env steps per actor CPU-second", "wall": "busy time without limiter waits (lower bound)"}
+    how = {"cpu": "env steps per actor CPU-second", "wall": "busy time without limiter waits, a lower bound"}
     return Estimate(run.actor_free_rate, how.get(run.actor_free_source or "", "actors' timings"))
 
 
