@@ -8,7 +8,7 @@ hosts (the Ray placement asks the role for the same record instead of reading th
 files are for people; nothing reads them to make a decision.
 
 A field renamed here breaks every reader at import or in the unit tests (``tests/unit/test_status.py``), not in the
-middle of a run: records are parsed into these dataclasses and unknown or missing fields are a
+middle of a run: records are parsed into these dataclasses and unknown, missing or mistyped fields are a
 :class:`StatusError`.
 """
 
