@@ -8,7 +8,7 @@ hosts (the Ray placement asks the role for the same record instead of reading th
 files are for people; nothing reads them to make a decision.
 
 A field renamed here breaks every reader at import or in the unit tests (``tests/unit/test_status.py``), not in the
-middle of a run: records are parsed into these dataclasses and unknown or missing fields are a
+middle of a run: records are parsed into these dataclasses and unknown, missing or mistyped fields are a
 :class:`StatusError`.
 """
 
@@ -20,6 +20,8 @@ import logging
 import os
 import socket
 import time
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ STATUS_FILE = "status.json"
 
 
 class StatusError(ValueError):
-    """A status record that is not one this version of ActorQ writes (unknown role, fields missing or extra)."""
+    """A status record that is not one this version of ActorQ writes (unknown role, fields missing, extra or mistyped)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,31 +157,93 @@ def to_dict(record: RoleStatus) -> dict[str, Any]:
     return dataclasses.asdict(record)
 
 
-def from_dict(data: Any) -> RoleStatus:
-    """Parse a record written by :func:`to_dict` (or read from a file).
+FIX_HINT = (
+    "status records are written whole by actorq.status.write_status; a record missing or mistyping a field "
+    "comes from another ActorQ version (or a writer that bypasses write_status): run every role of the run with "
+    "this version, or, to resume a run directory written by another version, delete that role's status.json "
+    "(the role then starts its counters at zero)"
+)
+"""What to do about a record that does not parse (the end of every :class:`StatusError` about its fields)."""
+
+
+def _has_type(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a field's annotation (the few kinds status records use)."""
+    if hint is type(None):
+        return value is None
+    if hint is float:  # JSON has one number type: an integral float may arrive as an int
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_has_type(value, a) for a in args)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            _has_type(k, args[0]) and _has_type(v, args[1]) for k, v in value.items()
+        )
+    raise TypeError(f"status records have no fields of type {hint!r}")  # a new field kind: teach it here
+
+
+def _parse(cls: type, data: Any, where: str) -> Any:
+    """``cls(**data)`` once every field is present, known and of its annotated type.
 
     Raises:
-        StatusError: Not a mapping, an unknown role, or fields missing or not of this role's record.
+        StatusError: Naming ``where``, the offending fields and :data:`FIX_HINT`.
     """
     if not isinstance(data, dict):
-        raise StatusError(f"a status record is a JSON object, got {type(data).__name__}")
+        raise StatusError(f"{where}: a {cls.__name__} is a JSON object, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    missing = [n for n in names if n not in data]
+    if missing:
+        raise StatusError(f"{where}: {cls.__name__} is missing field(s) {', '.join(missing)}; {FIX_HINT}")
+    extra = sorted(set(data) - set(names))
+    if extra:
+        raise StatusError(f"{where}: {cls.__name__} has no field(s) {', '.join(extra)}; {FIX_HINT}")
+    values = dict(data)
+    for name in names:
+        hint = hints[name]
+        if typing.get_origin(hint) is tuple:  # tuple[Evaluation, ...]: a JSON list of records
+            item_cls = typing.get_args(hint)[0]
+            if not isinstance(data[name], list):
+                raise StatusError(
+                    f"{where}: field {name} is a list, got {type(data[name]).__name__}; {FIX_HINT}"
+                )
+            values[name] = tuple(
+                _parse(item_cls, e, f"{where}, {name}[{i}]") for i, e in enumerate(data[name])
+            )
+        elif not _has_type(data[name], hint):
+            raise StatusError(
+                f"{where}: field {name} of {cls.__name__} must be {getattr(hint, '__name__', hint)}, "
+                f"got {data[name]!r}; {FIX_HINT}"
+            )
+    return cls(**values)
+
+
+def from_dict(data: Any, source: str = "status record") -> RoleStatus:
+    """Parse a record written by :func:`to_dict` (or read from a file).
+
+    Every field must be present: the dataclasses' defaults serve writers building a record in code, never a
+    reader filling in what a record lacks (a missing field read as zero would look like a role that made no
+    progress). Fields whose value may be ``None`` (``cpu_s``, ``episode_return``) are present with ``null``.
+
+    Args:
+        data: The decoded JSON.
+        source: Where it came from, for the error (a file path, or the role asked).
+
+    Raises:
+        StatusError: Not a mapping, an unknown role, or fields missing, extra or of the wrong type.
+    """
+    if not isinstance(data, dict):
+        raise StatusError(f"{source}: a status record is a JSON object, got {type(data).__name__}")
     cls = RECORDS.get(data.get("role"))  # type: ignore[arg-type]
     if cls is None:
-        raise StatusError(f"unknown role {data.get('role')!r} in status record; roles: {', '.join(RECORDS)}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    extra = sorted(set(data) - names)
-    if extra:
-        raise StatusError(f"{cls.__name__} has no field(s) {', '.join(extra)}")
-    values = dict(data)
-    if cls is EvaluatorStatus:
-        try:
-            values["evaluations"] = tuple(Evaluation(**e) for e in data.get("evaluations", ()))
-        except TypeError as exc:
-            raise StatusError(f"bad evaluation entry in status record: {exc}") from None
-    try:
-        return cls(**values)
-    except TypeError as exc:
-        raise StatusError(f"bad {cls.__name__}: {exc}") from None
+        raise StatusError(
+            f"{source}: unknown role {data.get('role')!r} in status record; roles: {', '.join(RECORDS)}; {FIX_HINT}"
+        )
+    return _parse(cls, data, source)
 
 
 def write_status(directory: str | Path, record: RoleStatus) -> None:
@@ -195,7 +259,13 @@ def write_status(directory: str | Path, record: RoleStatus) -> None:
 
 
 def read_status(directory: str | Path) -> RoleStatus | None:
-    """The record in ``directory/status.json``; None when there is none yet or it cannot be read as one (logged)."""
+    """The record in ``directory/status.json``; None when there is none yet (or the file cannot be read: logged).
+
+    Raises:
+        StatusError: The file exists but is not a record this version writes (not JSON, fields missing, extra or
+            mistyped): the message names the file and what to do. Writes are atomic, so this is never a record
+            caught half-written.
+    """
     path = Path(directory) / STATUS_FILE
     try:
         text = path.read_text()
@@ -205,7 +275,7 @@ def read_status(directory: str | Path) -> RoleStatus | None:
         log.warning("cannot read %s: %s", path, exc)
         return None
     try:
-        return from_dict(json.loads(text))
-    except (ValueError, StatusError) as exc:
-        log.warning("ignoring %s: %s", path, exc)
-        return None
+        data = json.loads(text)
+    except ValueError as exc:
+        raise StatusError(f"{path}: not JSON ({exc}); {FIX_HINT}") from None
+    return from_dict(data, str(path))

@@ -31,7 +31,7 @@ from actorq.config import to_dict
 from actorq.launchers.placement import Placement, RunContext
 from actorq.launchers.topology import RoleSpec
 from actorq.roles.common import EXIT_FAILED, learner_environment
-from actorq.status import RoleStatus, StatusError, from_dict
+from actorq.status import RoleStatus, from_dict
 
 log = logging.getLogger(__name__)
 
@@ -327,12 +327,12 @@ class RayPlacement(Placement):
     def _take_record(self, role: _Role, ref: Any) -> None:
         """Parse a finished status answer into ``role.last`` (and note a new worker pid)."""
         try:
-            role.last = from_dict(self.ray.get(ref))
+            data = self.ray.get(ref)
         except self.ray.exceptions.RayActorError:
             return  # restarting or dead: exit_code() says which; keep the last record
-        except StatusError as exc:
-            log.warning("ignoring %s's status record: %s", role.spec.label, exc)
-            return
+        # A record that does not parse comes from a node running another ActorQ version: a StatusError (raised, not
+        # ignored: a supervisor left with stale records would never see its stop conditions met).
+        role.last = from_dict(data, f"{role.spec.label}'s status record (asked of its Ray actor)")
         if role.last.pid not in role.pids:
             role.pids += (role.last.pid,)  # a new worker process: Ray started or restarted the role
             self._ask_where(role)

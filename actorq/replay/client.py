@@ -32,7 +32,7 @@ def wait_for_server(address: str, timeout_s: float = 60.0, attempt_timeout_s: in
             if attempts > 1:
                 log.info("connected to replay at %s after %d attempts", address, attempts)
             return client
-        except REPLAY_ERRORS as exc:  # DeadlineExceededError (server_info's timeout), RuntimeError (gRPC)
+        except REPLAY_ERRORS as exc:  # DeadlineExceededError: server_info's timeout
             last_error = exc
         delay = backoff_s(attempts)
         if time.monotonic() + delay > deadline:

@@ -1,12 +1,15 @@
 """The one policy for replay calls that fail while replay restarts or its link is down: which errors count as
 "replay is away", how long to back off, and how long an outage may last before the role gives up.
 
-What Reverb 0.7.3 really raises (its ``errors.py`` and ``client.py``): ``reverb.errors.DeadlineExceededError``
-(a ``ReverbError``) only from ``Client.server_info`` with a timeout; every other failed gRPC call of the client,
-the trajectory writer and the weight tables surfaces from its pybind layer as a plain ``RuntimeError`` carrying
-the gRPC status text (Reverb's Python API never raises ``grpc.RpcError``); a Reverb dataset (the learner's
-sampler) raises TensorFlow's ``tf.errors.OpError`` subclasses for the gRPC codes below. Anything else (a
-``ValueError`` from a malformed call, a shape error) is a bug and propagates.
+What Reverb 0.7.3 raises when its server is away, checked against a real server stopped, and stopped then
+restarted on its port (``tests/unit/replay/test_retry.py`` keeps the check): a client call given a deadline
+(``Client.server_info(timeout=)``, ``TrajectoryWriter.flush/end_episode(timeout_ms=)``) raises
+``reverb.errors.DeadlineExceededError`` (a ``ReverbError``); a call without one blocks until the server is back; a
+Reverb dataset (the learner's sampler) raises TensorFlow's ``tf.errors.OpError`` subclasses for the gRPC codes
+below; Reverb's Python API never raises ``grpc.RpcError``. A plain ``RuntimeError`` is not an outage: Reverb's
+pybind layer raises one for a bad request to a live server (sampling a table it does not have), and ActorQ's own
+errors (kernel verification, the Acme surface check, CPU affinity) derive from it; retrying those would hide a
+bug behind "replay is away". Anything not listed propagates.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ _TF_TRANSIENT = (
 )
 REPLAY_ERRORS: tuple[type[BaseException], ...] = (
     reverb.errors.ReverbError,
-    RuntimeError,
     *_TF_TRANSIENT,
     WeightsUnavailableError,  # our weight subscriber's own (its sample deadline, or one of the above)
 )

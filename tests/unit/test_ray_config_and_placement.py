@@ -140,3 +140,30 @@ def test_launchers_import_without_ray():
 def test_replace_keeps_ray_section():
     config = replace(tiny_config("dqn"), **{"ray.address": "127.0.0.1:6379", "launcher": "ray"})
     assert config.ray.address == "127.0.0.1:6379" and config.launcher == "ray"
+
+
+def test_a_status_record_a_ray_role_answers_that_does_not_parse_is_an_error_not_ignored():
+    """A node running another ActorQ version answers records with other fields: the supervisor must hear of it (a
+    placement that kept its last record would leave the run's stop conditions unmet until its time limit)."""
+    from types import SimpleNamespace
+
+    from actorq.launchers.ray_placement import _Role
+    from actorq.status import LearnerStatus, StatusError
+    from actorq.status import to_dict as status_to_dict
+
+    class RayActorError(Exception):
+        pass
+
+    fake = SimpleNamespace(
+        ray=SimpleNamespace(get=lambda ref: ref, exceptions=SimpleNamespace(RayActorError=RayActorError)),
+        _ask_where=lambda role: None,
+    )
+    role = _Role(spec=RoleSpec("learner"), handle=None, actor_id="a1")
+    record = LearnerStatus(role="learner", label="learner", step=5)
+    RayPlacement._take_record(fake, role, status_to_dict(record))
+    assert role.last == record
+    old = status_to_dict(record)
+    del old["published"]
+    with pytest.raises(StatusError, match="learner's status record .*missing field\\(s\\) published"):
+        RayPlacement._take_record(fake, role, old)
+    assert role.last == record

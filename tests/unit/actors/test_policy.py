@@ -17,9 +17,10 @@ dqn int8 (intmm)        9.9e-3       8.7e-3       9.9e-3       1.1e-1
 ======================  ===========  ===========  ===========  ===========
 
 The bound asserted is the larger of the actor precision's and the comm width's, each ~3x what was measured.
-Which kernels run depends on the CPU: every test runs each registered kernel that verifies on this machine and
-checks that each one rejected here is refused (e.g. ``int8/intmm`` and ``int8/ort-s8`` on AVX2-only CPUs, where
-their int16 pair sums saturate).
+Which kernels run depends on the CPU: every test runs each registered kernel that verifies on this machine; for
+each one rejected here it checks that the rejection is one the CPU explains (``tests/kernel_outcomes.py``: e.g.
+``int8/intmm`` and ``int8/ort-s8`` on CPUs without VNNI, where their int16 pair sums saturate), that it was for
+accuracy, that the kernel is refused by name and that selection falls back to another kernel of its precision.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import numpy as np
 import pytest
 import torch
 
-from actorq.actors.kernels import CANDIDATES, KernelVerificationError, PolicySpec, Selection, select_kernel
+from actorq.actors.kernels import CANDIDATES, PolicySpec, Selection, select_kernel
 from actorq.actors.kernels.base import int8_codes
 from actorq.actors.policy import ActorPolicy
 from actorq.networks.torch_nets import D4PGPolicy, QNetwork
@@ -41,6 +42,7 @@ from actorq.quantize.codec import (
     decode_message,
     encode_message,
 )
+from tests.kernel_outcomes import check_available, check_refused_and_fell_back
 
 PRECISION_BOUND = {"fp32": 1e-5, "fp16": 2e-3, "int8": 0.05}
 """Max error asserted per precision on these test networks (int8: ~3x the largest measured, fbgemm's 7-bit)."""
@@ -64,14 +66,20 @@ def status():
 
 
 def make_policy(status, name: str, algorithm: str = "d4pg", out_dim: int = 3) -> ActorPolicy | None:
-    """The policy running kernel ``name``, or None after checking that a kernel rejected here is refused."""
+    """The policy running kernel ``name``; None for a kernel this CPU rejects, once
+    :func:`~tests.kernel_outcomes.check_refused_and_fell_back` showed the rejection explained, for accuracy,
+    refused by name and fallen back from (an unexplained rejection or an unavailable kernel fails)."""
     selection = status(algorithm, out_dim)
-    if name in selection.unavailable:
-        pytest.skip(f"{name} is not available here: {selection.unavailable[name]}")
+    check_available(selection, name)
     precision, kernel = name.split("/")
     if name not in selection.order:
-        with pytest.raises(KernelVerificationError, match=name):
-            ActorPolicy(algorithm, OBS, out_dim, LAYERS, precision, -2.0, 2.0, kernel=kernel)
+        spec = PolicySpec.build(algorithm, OBS, out_dim, LAYERS, -2.0, 2.0)
+        check_refused_and_fell_back(
+            selection,
+            name,
+            lambda: ActorPolicy(algorithm, OBS, out_dim, LAYERS, precision, -2.0, 2.0, kernel=kernel),
+            lambda: select_kernel(spec, precision, use_cache=False, budget_s=0.02)[1],
+        )
         return None
     return ActorPolicy(algorithm, OBS, out_dim, LAYERS, precision, -2.0, 2.0, kernel=kernel)
 

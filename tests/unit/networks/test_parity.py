@@ -31,10 +31,11 @@ import numpy as np
 import pytest
 import torch
 
-from actorq.actors.kernels import CANDIDATES, KernelVerificationError, PolicySpec, select_kernel
+from actorq.actors.kernels import CANDIDATES, PolicySpec, select_kernel
 from actorq.actors.policy import ActorPolicy
 from actorq.networks.mapping import MappingError, mapping_table, tf_to_torch_state, torch_state_shapes
 from actorq.networks.torch_nets import D4PGPolicy, QNetwork
+from tests.kernel_outcomes import check_available, check_refused_and_fell_back
 
 FP32_ATOL = 1e-5
 PRECISION_BOUNDS = {"fp32": 1e-5, "fp16": 2e-3, "int8": 0.06}
@@ -44,18 +45,23 @@ _STATUS: dict = {}
 
 
 def policy_for(name: str, algorithm: str, obs_dim: int, out_dim: int, layers, low=None, high=None):
-    """The policy running kernel ``name`` if it verifies on this machine; if it doesn't, check it is refused."""
+    """The policy running kernel ``name`` if it verifies on this machine; None for one this CPU rejects, once
+    :func:`~tests.kernel_outcomes.check_refused_and_fell_back` showed the rejection explained and fallen back from
+    (an unexplained rejection or an unavailable kernel fails)."""
     key = (algorithm, obs_dim, out_dim, tuple(layers))
+    spec = PolicySpec.build(algorithm, obs_dim, out_dim, layers, low, high)
     if key not in _STATUS:
-        spec = PolicySpec.build(algorithm, obs_dim, out_dim, layers, low, high)
         _STATUS[key] = select_kernel(spec, "auto", use_cache=False, budget_s=0.02)[1]
     selection = _STATUS[key]
-    if name in selection.unavailable:
-        pytest.skip(f"{name} is not available here: {selection.unavailable[name]}")
+    check_available(selection, name)
     precision, kernel = name.split("/")
     if name not in selection.order:
-        with pytest.raises(KernelVerificationError, match=name):
-            ActorPolicy(algorithm, obs_dim, out_dim, layers, precision, low, high, kernel=kernel)
+        check_refused_and_fell_back(
+            selection,
+            name,
+            lambda: ActorPolicy(algorithm, obs_dim, out_dim, layers, precision, low, high, kernel=kernel),
+            lambda: select_kernel(spec, precision, use_cache=False, budget_s=0.02)[1],
+        )
         return None
     return ActorPolicy(algorithm, obs_dim, out_dim, layers, precision, low, high, kernel=kernel)
 

@@ -10,6 +10,7 @@ import pytest
 import reverb
 import tensorflow as tf
 
+from actorq.actors.kernels.verify import KernelVerificationError
 from actorq.core import WeightsUnavailableError
 from actorq.replay.retry import (
     BACKOFF_MAX_S,
@@ -39,6 +40,9 @@ def _outage(budget_s: float | None) -> tuple[ReplayOutage, _Clock]:
     return ReplayOutage("test", budget_s, sleep=clock.sleep, clock=clock), clock
 
 
+GONE = reverb.errors.DeadlineExceededError("ServerInfo call did not complete within provided timeout of 1s")
+
+
 def _raise(exc: BaseException):
     def call():
         raise exc
@@ -55,7 +59,6 @@ def test_backoff_doubles_up_to_the_cap() -> None:
     "exc",
     [
         reverb.errors.DeadlineExceededError("server_info timed out"),
-        RuntimeError("Unavailable: failed to connect to all addresses"),
         tf.errors.UnavailableError(None, None, "Socket closed"),
         tf.errors.DeadlineExceededError(None, None, "Deadline Exceeded"),
         WeightsUnavailableError("table 'policy': TimeoutError"),
@@ -72,7 +75,15 @@ def test_replay_errors_are_retried_with_backoff(exc: BaseException) -> None:
 
 @pytest.mark.parametrize(
     "exc",
-    [ValueError("bad call"), tf.errors.InvalidArgumentError(None, None, "shape"), KeyError("x")],
+    [
+        ValueError("bad call"),
+        tf.errors.InvalidArgumentError(None, None, "shape"),
+        KeyError("x"),
+        RuntimeError(
+            "Priority table nope was not found"
+        ),  # what Reverb raises for a bad request to a live server
+        KernelVerificationError("int8 kernel disagrees with fp32"),  # ActorQ's own RuntimeErrors are bugs too
+    ],
     ids=type,
 )
 def test_other_errors_propagate_at_once(exc: BaseException) -> None:
@@ -84,10 +95,10 @@ def test_other_errors_propagate_at_once(exc: BaseException) -> None:
 
 def test_success_ends_the_outage_and_resets_the_backoff() -> None:
     outage, clock = _outage(budget_s=60)
-    outage.attempt(_raise(RuntimeError("Unavailable")))
-    outage.attempt(_raise(RuntimeError("Unavailable")))
+    outage.attempt(_raise(GONE))
+    outage.attempt(_raise(GONE))
     assert outage.attempt(lambda: 7) == (True, 7)
-    outage.attempt(_raise(RuntimeError("Unavailable")))
+    outage.attempt(_raise(GONE))
     assert clock.sleeps == [0.25, 0.5, 0.25]
     assert outage.errors == 3 and outage.failures == 1
 
@@ -95,20 +106,20 @@ def test_success_ends_the_outage_and_resets_the_backoff() -> None:
 def test_gives_up_after_the_budget_naming_the_last_error() -> None:
     outage, clock = _outage(budget_s=3.0)
     with pytest.raises(
-        ReplayUnreachableError, match=r"test: replay unreachable for \d+s.*RuntimeError: Gone"
+        ReplayUnreachableError, match=r"test: replay unreachable for \d+s.*UnavailableError: Gone"
     ) as err:
         for _ in range(10):
-            outage.attempt(_raise(RuntimeError("Gone\nlong grpc debug string")))
-    assert isinstance(err.value.__cause__, RuntimeError)
+            outage.attempt(_raise(tf.errors.UnavailableError(None, None, "Gone\nlong grpc debug string")))
+    assert isinstance(err.value.__cause__, tf.errors.UnavailableError)
     assert sum(clock.sleeps) > 3.0 and clock.now < 3.0 + BACKOFF_MAX_S + 1
 
 
 def test_no_budget_never_gives_up_and_no_wait_does_not_sleep() -> None:
     outage, clock = _outage(budget_s=None)
     for _ in range(50):
-        outage.attempt(_raise(RuntimeError("Unavailable")))
+        outage.attempt(_raise(GONE))
     assert clock.now > 200 and outage.errors == 50
-    outage.attempt(_raise(RuntimeError("Unavailable")), wait=False)
+    outage.attempt(_raise(GONE), wait=False)
     assert len(clock.sleeps) == 50
 
 
@@ -148,3 +159,31 @@ def test_broad_excepts_only_at_boundaries() -> None:
             if names & {"Exception", "BaseException"} and rel not in BOUNDARIES:
                 found.append(f"{rel}:{node.lineno}")
     assert found == [], "catch the narrow error (actorq.replay.retry.REPLAY_ERRORS for replay calls)"
+
+
+@pytest.mark.reverb
+def test_against_a_real_server_a_bad_request_propagates_and_an_outage_is_retried() -> None:
+    """What Reverb 0.7.3 really raises (retry.py's docstring): a bug on a live server is a plain RuntimeError and
+    must propagate; the same client once its server stopped raises ReverbError's DeadlineExceededError, retried."""
+    import numpy as np
+
+    table = reverb.Table(
+        "t", reverb.selectors.Uniform(), reverb.selectors.Fifo(), 10, reverb.rate_limiters.MinSize(1)
+    )
+    server = reverb.Server([table])
+    client = reverb.Client(f"localhost:{server.port}")
+    writer = client.trajectory_writer(num_keep_alive_refs=1)
+    writer.append({"x": np.zeros(2, np.float32)})
+    writer.create_item("t", 1.0, writer.history["x"][-1:])
+    outage, clock = _outage(budget_s=60)
+    assert outage.attempt(lambda: writer.flush(timeout_ms=5000)) == (True, None)
+    with pytest.raises(RuntimeError, match="nope"):
+        outage.attempt(lambda: next(client.sample("nope", 1)))
+    assert outage.errors == 0
+
+    server.stop()
+    writer.append({"x": np.zeros(2, np.float32)})
+    writer.create_item("t", 1.0, writer.history["x"][-1:])
+    assert outage.attempt(lambda: writer.flush(timeout_ms=500)) == (False, None)
+    assert outage.attempt(lambda: client.server_info(timeout=1)) == (False, None)
+    assert outage.errors == 2 and clock.sleeps == [0.25, 0.5]
