@@ -1,4 +1,6 @@
-"""The actor benchmarks' machinery: an in-process Reverb server and a pool of actor worker processes.
+"""The actor benchmarks' machinery: an in-process Reverb server, a pool of actor worker processes, the config a
+block runs (:func:`bench_config`) and the policy it publishes to them (:func:`reference_state`,
+:meth:`WorkerPool.publish_policy`); used by ``actorq bench actors``, ``ablation`` and ``learner --actors``.
 
 Workers are ``python -m actorq.bench.actors_worker --address HOST:PORT`` subprocesses owned by pid. They import
 the actor stack once, then take JSON commands on stdin: ``prepare`` (build a fresh :class:`ActorRole` from a config
@@ -13,7 +15,6 @@ import contextlib
 import json
 import logging
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -24,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from actorq import algorithms
+from actorq.bench.common import close_workdir
 from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
-from actorq.config import ExperimentConfig, save_config
-from actorq.hardware import cpu_info
+from actorq.config import ExperimentConfig, replace, save_config
 from actorq.roles.weights_key import ensure_run_key, load_key_file
 from actorq.timers import BREAKDOWN_COMPONENTS
 
@@ -51,18 +53,41 @@ class Variant:
         return f"{self.precision}/c{self.comm_bits}" + (f"/n{self.envs}" if self.envs > 1 else "")
 
 
-def machine_info() -> dict[str, Any]:
-    """The CPU (:func:`actorq.hardware.cpu_info`), torch and Python versions, and the load (bench metadata)."""
-    cpu = cpu_info()
-    info: dict[str, Any] = {**cpu, "python": platform.python_version()}
-    # The short keys the report reads (also in reports written before cpu_info existed).
-    info.update(cpu=cpu["model"], cpus=cpu["cores"], isa=[f for f, on in cpu["flags"].items() if on])
-    with contextlib.suppress(ImportError):
-        import torch
+BENCH_MAX_SIZE = 200_000
+"""Experience table capacity in the bench: FIFO eviction never blocks inserts; this only bounds memory."""
 
-        info["torch"] = torch.__version__
-    info["loadavg"] = os.getloadavg()[0]
-    return info
+
+def reference_state(config: ExperimentConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """The torch twin's initial weights for the config's task and policy (keys are the wire's torch names)."""
+    import torch
+
+    from actorq.envs import environment_spec
+
+    spec = environment_spec(config.env)
+    torch.manual_seed(seed)
+    make = algorithms.get(config.algorithm).torch_policy.load()
+    model = make(
+        spec.obs_dim, spec.num_actions, tuple(config.network.policy_layers), spec.action_low, spec.action_high
+    )
+    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+
+
+def bench_config(config: ExperimentConfig, variant: Variant, actors: int) -> ExperimentConfig:
+    """The experiment's config for one bench block: the variant's precision, bits and period, no rate limiter."""
+    return replace(
+        config,
+        **{
+            "actor.precision": variant.precision,
+            "quantizer.comm_bits": variant.comm_bits,
+            "actor.update_period": variant.update_period,
+            "actor.num_actors": actors,
+            "actor.envs_per_actor": variant.envs,
+            "replay.samples_per_insert": 0.0,
+            "replay.max_size": BENCH_MAX_SIZE,
+            "replay.min_size": min(config.replay.min_size, BENCH_MAX_SIZE),
+            "learner.checkpoint_period_s": 0.0,
+        },
+    )
 
 
 def _child_env() -> dict[str, str]:
@@ -115,9 +140,23 @@ class WorkerPool:
             raise
         return self
 
-    def publish(self, message: np.ndarray) -> None:
-        """Put ``message`` (signed with :attr:`key`) in the policy table (replacing the previous one)."""
+    def publish_policy(self, state: dict[str, np.ndarray], config: ExperimentConfig) -> np.ndarray:
+        """Encode ``state`` as the config's actors receive it (precision, wire bits, compression, signed with
+        :attr:`key`) and put it in the policy table, replacing the previous message; returns the message."""
+        from actorq.quantize.codec import encode_message
+
+        message = encode_message(
+            state,
+            version=1,
+            learner_step=0,
+            precision=config.actor.precision,
+            comm_bits=config.comm_bits,
+            compress=config.quantizer.compress,
+            per_channel=config.quantizer.per_channel,
+            key=self.key,
+        )
         self._publisher.publish(message)
+        return message
 
     def _send(self, command: dict[str, Any]) -> None:
         for worker in self.workers:
@@ -162,10 +201,7 @@ class WorkerPool:
             worker.wait(timeout_s=20)
         if self.server is not None:
             self.server.stop()
-        if exc and exc[0] is None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-        else:
-            log.warning("bench worker logs kept in %s", self.workdir)
+        close_workdir(self.workdir, ok=bool(exc) and exc[0] is None, what="actors bench worker")
 
 
 def measure(role, seconds: float, fresh: bool) -> dict[str, Any]:

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from actorq.bench.common import random_action, wait_until
 from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
 
 log = logging.getLogger(__name__)
@@ -67,10 +68,7 @@ class Writer:
         steps = []  # (action, observation, reward) of real env steps
         timestep = env.reset()
         while len(steps) < RECORDED_STEPS:
-            if hasattr(spec, "num_values"):
-                action = np.asarray(rng.integers(spec.num_values), dtype=spec.dtype)
-            else:
-                action = rng.uniform(spec.minimum, spec.maximum, spec.shape).astype(spec.dtype)
+            action = random_action(spec, rng)
             timestep = env.step(action)
             # Copied: an env may reuse its observation buffer between steps.
             steps.append(
@@ -109,7 +107,7 @@ class Writer:
         return {"items": self.adder.writer.written}
 
     def go(self, start: float, end: float) -> dict[str, Any]:
-        _wait_until(start)
+        wait_until(start)
         items0, steps0 = self.adder.writer.written, self.env_steps
         cpu0, t0 = time.process_time(), time.time()
         while time.time() < end:
@@ -138,7 +136,7 @@ class Sampler:
         next(self.iterator)  # builds the pipeline; blocks until the table holds min_size items
 
     def go(self, start: float, end: float) -> dict[str, Any]:
-        _wait_until(start)
+        wait_until(start)
         batches = 0
         cpu0, t0 = time.process_time(), time.time()
         while time.time() < end:
@@ -152,12 +150,6 @@ class Sampler:
             "cpu_s": cpu1 - cpu0,
             "late_start_s": t0 - start,
         }
-
-
-def _wait_until(wall_time: float) -> None:
-    # A common start: every process of the block begins at the same wall-clock time.
-    while (left := wall_time - time.time()) > 0:
-        time.sleep(min(left, 0.05))
 
 
 def worker_main(address: str) -> int:

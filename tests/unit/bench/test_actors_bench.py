@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from actorq.bench import ablation
-from actorq.bench.actors import bench_config, block_order, reference_state
 from actorq.bench.actors_summary import amdahl_notes, summarize
-from actorq.bench.actors_worker import Variant, measure
+from actorq.bench.actors_worker import Variant, bench_config, measure, reference_state
+from actorq.bench.common import interleave
 from actorq.bench.floors import batching_notes, gemm_rate_gmacs
 from actorq.launchers.orchestration import plan_runs
 from actorq.timers import BREAKDOWN_COMPONENTS, Timers
@@ -22,10 +22,18 @@ INT8 = Variant("int8", 8, 1000)
 
 
 def test_blocks_interleave_and_rotate():
-    order = block_order([FP32, INT8], repeats=3)
+    order = interleave([FP32, INT8], repeats=3)
     assert [(r, v.precision) for r, v in order] == [
         (0, "fp32"), (0, "int8"), (1, "int8"), (1, "fp32"), (2, "fp32"), (2, "int8"),
     ]  # fmt: skip
+
+
+def test_blocks_and_experiment_runs_share_one_rotation():
+    # Fewer repeats than items: the shifts spread over the cycle (0 and 2 of 4), as in actorq experiment's plan.
+    labels = ["a", "b", "c", "d"]
+    order = [item for _, item in interleave(labels, repeats=2)]
+    assert order == ["a", "b", "c", "d", "c", "d", "a", "b"]
+    assert [r.label for r in plan_runs(labels, [0, 1])] == order
 
 
 def _record(variant: Variant, repeat: int, rate: float, inference_ms: float, actor: int = 0) -> dict:
