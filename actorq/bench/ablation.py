@@ -108,7 +108,6 @@ def _main(args: argparse.Namespace) -> int:
         meta.update(periods=periods, sweep_periods=sweep_periods, learner_rate=args.learner_rate)
         doc = blocks_document("ablation", meta, records, grid_rows, sweep=sweep_rows, notes=notes)
         write_json(args.json_path, doc)
-        sys.stdout.write(f"wrote {args.json_path}\n")
     return 0
 
 

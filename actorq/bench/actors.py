@@ -134,7 +134,6 @@ def _main(args: argparse.Namespace) -> int:
     sys.stdout.write(format_table(rows) + "\n" + "\n".join(notes) + "\n" + cpu_line(meta["machine"]) + "\n")
     if args.json_path:
         write_json(args.json_path, blocks_document("actors", meta, records, rows, notes=notes))
-        sys.stdout.write(f"wrote {args.json_path}\n")
     return 0
 
 

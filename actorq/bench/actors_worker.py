@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -250,10 +250,9 @@ def _close(role) -> None:
         role.close()
 
 
-def worker_main(address: str) -> int:
+def worker_main(address: str) -> NoReturn:
     """Serve prepare/go/exit commands on stdin (see the module docstring)."""
     proto = open_protocol()
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     from actorq.config import load_config
     from actorq.roles.actor import ActorRole
 
@@ -287,11 +286,11 @@ def worker_main(address: str) -> int:
                 _close(role)
         raise ValueError(f"unknown command {cmd['cmd']!r}")
 
-    serve(proto, handle, "bench worker")
-    while roles:
-        _close(roles.pop())
-    # Reverb/TF native threads can hold up interpreter teardown; everything is flushed by now.
-    os._exit(0)
+    def close() -> None:
+        while roles:
+            _close(roles.pop())
+
+    serve(proto, handle, "actors bench worker", close)
 
 
 if __name__ == "__main__":
@@ -299,4 +298,4 @@ if __name__ == "__main__":
         description="actorq bench worker (started by actorq bench actors/ablation)"
     )
     parser.add_argument("--address", required=True)
-    sys.exit(worker_main(parser.parse_args().address))
+    worker_main(parser.parse_args().address)

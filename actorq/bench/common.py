@@ -15,6 +15,7 @@ import logging
 import os
 import platform
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any, TypeVar
@@ -99,9 +100,10 @@ def blocks_document(
 
 
 def write_json(path: str | Path, doc: dict[str, Any]) -> None:
-    """Write a bench's result: the one JSON writer of ``actorq bench`` (numpy numbers as floats)."""
+    """Write a bench's result and say so on stdout: the one JSON writer of ``actorq bench`` (numpy numbers as
+    floats)."""
     Path(path).write_text(json.dumps(doc, indent=1, default=float))
-    log.info("wrote %s", path)
+    sys.stdout.write(f"wrote {path}\n")
 
 
 def repeat_rates(rates: dict[int, float]) -> dict[str, Any]:

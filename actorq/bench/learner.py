@@ -191,7 +191,6 @@ def _main(args: argparse.Namespace) -> int:
     sys.stdout.write(format_table(rows) + "\n")
     if args.json_path:
         write_json(args.json_path, {"kind": "learner", "meta": meta, "records": records, "summary": rows})
-        sys.stdout.write(f"wrote {args.json_path}\n")
     return 0
 
 

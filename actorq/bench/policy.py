@@ -292,8 +292,6 @@ def format_table(result: dict[str, Any]) -> str:
 def _main(args: argparse.Namespace) -> int:
     result = run_policy_bench(quick=args.quick, json_path=args.json_path)
     sys.stdout.write(format_table(result) + "\n")
-    if args.json_path:
-        sys.stdout.write(f"wrote {args.json_path}\n")
     return 0
 
 

@@ -286,7 +286,6 @@ def _main(args: argparse.Namespace) -> int:
         with contextlib.suppress(OSError):
             meta["loadavg_text"] = Path("/proc/loadavg").read_text().strip()
         write_json(args.json_path, blocks_document("replay", meta, records, rows, notes=text))
-        sys.stdout.write(f"wrote {args.json_path}\n")
     return 0
 
 

@@ -25,10 +25,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from actorq.bench.common import random_action, wait_until
 from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
@@ -152,10 +151,9 @@ class Sampler:
         }
 
 
-def worker_main(address: str) -> int:
+def worker_main(address: str) -> NoReturn:
     """Serve prepare/fill/go/exit commands on stdin (see the module docstring)."""
     proto = open_protocol()
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     from actorq.config import load_config
 
     proto.write(reply("hello") + "\n")
@@ -176,8 +174,6 @@ def worker_main(address: str) -> int:
         raise ValueError(f"unknown command {cmd['cmd']!r}")
 
     serve(proto, handle, "replay bench worker")
-    # Reverb/TF native threads can hold up interpreter teardown; everything is flushed by now.
-    os._exit(0)
 
 
 if __name__ == "__main__":
@@ -185,4 +181,4 @@ if __name__ == "__main__":
         description="actorq bench replay worker (started by actorq bench replay)"
     )
     parser.add_argument("--address", required=True)
-    sys.exit(worker_main(parser.parse_args().address))
+    worker_main(parser.parse_args().address)
