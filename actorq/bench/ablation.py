@@ -18,9 +18,10 @@ import argparse
 import sys
 from typing import Any
 
-from actorq.bench.actors import add_common_arguments, common_meta, parse_list, run_bench, write_json
-from actorq.bench.pool import Variant
-from actorq.bench.summary import format_table, summarize
+from actorq.bench.actors import add_common_arguments, common_meta, run_bench
+from actorq.bench.actors_summary import format_table, summarize
+from actorq.bench.actors_worker import Variant
+from actorq.bench.common import blocks_document, parse_list, write_json
 from actorq.config import AUTO_COMM_BITS, PRECISIONS, ConfigError, load_config
 
 GRID_PRECISIONS = ("fp32", "int8")
@@ -105,8 +106,8 @@ def _main(args: argparse.Namespace) -> int:
     if args.json_path:
         meta = common_meta(args, config)
         meta.update(periods=periods, sweep_periods=sweep_periods, learner_rate=args.learner_rate)
-        write_json(args.json_path, "ablation", meta, records, grid_rows, sweep=sweep_rows, notes=notes)
-        sys.stdout.write(f"wrote {args.json_path}\n")
+        doc = blocks_document("ablation", meta, records, grid_rows, sweep=sweep_rows, notes=notes)
+        write_json(args.json_path, doc)
     return 0
 
 

@@ -25,7 +25,6 @@ steps per CPU second, ms per env step per component (``other`` = loop time outsi
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -34,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from actorq import algorithms
+from actorq.bench.actors_summary import amdahl_notes, format_table, summarize
+from actorq.bench.actors_worker import Variant, WorkerPool, bench_config, reference_state
+from actorq.bench.common import blocks_document, cpu_line, interleave, machine_info, parse_list, write_json
 from actorq.bench.floors import batching_notes
-from actorq.bench.pool import Variant, WorkerPool, machine_info
-from actorq.bench.summary import amdahl_notes, format_table, summarize
 from actorq.config import (
     AUTO_COMM_BITS,
     COMM_BITS,
@@ -45,55 +44,9 @@ from actorq.config import (
     ConfigError,
     ExperimentConfig,
     load_config,
-    replace,
 )
 
 log = logging.getLogger(__name__)
-
-BENCH_MAX_SIZE = 200_000
-"""Experience table capacity in the bench: FIFO eviction never blocks inserts; this only bounds memory."""
-
-
-def reference_state(config: ExperimentConfig, seed: int = 0) -> dict[str, np.ndarray]:
-    """The torch twin's initial weights for the config's task and policy (keys are the wire's torch names)."""
-    import torch
-
-    from actorq.envs import environment_spec
-
-    spec = environment_spec(config.env)
-    torch.manual_seed(seed)
-    make = algorithms.get(config.algorithm).torch_policy.load()
-    model = make(
-        spec.obs_dim, spec.num_actions, tuple(config.network.policy_layers), spec.action_low, spec.action_high
-    )
-    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-
-
-def bench_config(config: ExperimentConfig, variant: Variant, actors: int) -> ExperimentConfig:
-    """The experiment's config for one bench block: the variant's precision, bits and period, no rate limiter."""
-    return replace(
-        config,
-        **{
-            "actor.precision": variant.precision,
-            "quantizer.comm_bits": variant.comm_bits,
-            "actor.update_period": variant.update_period,
-            "actor.num_actors": actors,
-            "actor.envs_per_actor": variant.envs,
-            "replay.samples_per_insert": 0.0,
-            "replay.max_size": BENCH_MAX_SIZE,
-            "replay.min_size": min(config.replay.min_size, BENCH_MAX_SIZE),
-            "learner.checkpoint_period_s": 0.0,
-        },
-    )
-
-
-def block_order(variants: list[Variant], repeats: int) -> list[tuple[int, Variant]]:
-    """(repeat, variant) in run order: all variants each repeat, the order rotated by one every repeat."""
-    order = []
-    for r in range(repeats):
-        shift = r % len(variants)
-        order += [(r, v) for v in variants[shift:] + variants[:shift]]
-    return order
 
 
 def run_bench(
@@ -106,25 +59,13 @@ def run_bench(
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """Run every variant ``repeats`` times (interleaved); return one record per block and actor."""
-    from actorq.quantize.codec import encode_message
-
     state = reference_state(config, seed)
     records: list[dict[str, Any]] = []
     with WorkerPool(bench_config(config, variants[0], actors), actors) as pool:
-        order = block_order(variants, repeats)
+        order = interleave(variants, repeats)
         for i, (repeat, variant) in enumerate(order):
             cfg = bench_config(config, variant, actors)
-            message = encode_message(
-                state,
-                version=1,
-                learner_step=0,
-                precision=variant.precision,
-                comm_bits=variant.comm_bits,
-                compress=cfg.quantizer.compress,
-                per_channel=cfg.quantizer.per_channel,
-                key=pool.key,
-            )
-            pool.publish(message)
+            message = pool.publish_policy(state, cfg)
             load_before = os.getloadavg()[0]
             results = pool.run_block(cfg, seconds, fresh)
             for r in results:
@@ -154,31 +95,8 @@ def run_bench(
     return records
 
 
-def parse_list(text: str, allowed: tuple, what: str, cast=str) -> list:
-    try:
-        out = [cast(p.strip()) for p in str(text).split(",") if p.strip()]
-    except ValueError:
-        raise ConfigError(f"{what} {text!r}: expected a comma-separated list") from None
-    bad = [p for p in out if allowed and p not in allowed]
-    if not out or bad:
-        raise ConfigError(f"{what} {text!r}: choose from {', '.join(map(str, allowed))}")
-    return out
-
-
-def write_json(path: str, kind: str, meta: dict[str, Any], records, rows, sweep=None, notes=None) -> None:
-    doc = {
-        "kind": kind,
-        "meta": meta,
-        "records": records,
-        "summary": rows,
-        "sweep": sweep or [],
-        "notes": notes or [],
-    }
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1, default=float)
-
-
 def common_meta(args: argparse.Namespace, config: ExperimentConfig) -> dict[str, Any]:
+    """The JSON ``meta`` of ``actors`` and ``ablation``: the config, the block settings and the machine."""
     return {
         "config": args.config,
         "overrides": list(args.overrides),
@@ -213,16 +131,9 @@ def _main(args: argparse.Namespace) -> int:
     notes = amdahl_notes(rows)
     notes += batching_notes(rows, reference_state(config), max(config.network.policy_layers))
     meta = {**common_meta(args, config), "envs_per_actor": envs}
-    cpu = meta["machine"]
-    sys.stdout.write(
-        format_table(rows)
-        + "\n"
-        + "\n".join(notes)
-        + f"\nCPU: {cpu['cpu']} ({cpu['cpus']} cores; {', '.join(cpu['isa']) or 'no vector flags recorded'})\n"
-    )
+    sys.stdout.write(format_table(rows) + "\n" + "\n".join(notes) + "\n" + cpu_line(meta["machine"]) + "\n")
     if args.json_path:
-        write_json(args.json_path, "actors", meta, records, rows, notes=notes)
-        sys.stdout.write(f"wrote {args.json_path}\n")
+        write_json(args.json_path, blocks_document("actors", meta, records, rows, notes=notes))
     return 0
 
 

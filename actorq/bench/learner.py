@@ -24,7 +24,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -33,11 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.actors import block_order
+from actorq.bench.common import close_workdir, cpu_flags, interleave, machine_info, random_action, write_json
+from actorq.bench.learner_summary import format_table, summarize
 from actorq.bench.learner_variants import LearnerVariant, bench_config, parse_variant
 from actorq.bench.learner_worker import STOP_TIMEOUT_S, start_worker
-from actorq.bench.pool import machine_info
-from actorq.bench.summary import set_speedup
 from actorq.bench.worker_protocol import BenchWorker
 from actorq.config import ConfigError, ExperimentConfig, load_config, save_config
 
@@ -62,10 +60,7 @@ def prefill(client: Any, config: ExperimentConfig, transitions: int, seed: int =
     timestep = env.reset()
     adder.add_first(timestep)
     while written < transitions:
-        if hasattr(spec, "num_values"):  # a discrete task (dm_env DiscreteArray): a random action index
-            action = np.asarray(rng.integers(spec.num_values), dtype=spec.dtype)
-        else:
-            action = rng.uniform(spec.minimum, spec.maximum, size=spec.shape).astype(spec.dtype)
+        action = random_action(spec, rng)
         timestep = env.step(action)
         adder.add(action, timestep)
         written += 1
@@ -120,7 +115,7 @@ def run_bench(
             worker.send({"cmd": "prepare"})
             info = json.loads(worker.expect("ready", START_TIMEOUT_S))
             log.info("variant %s ready (first step %.1fs)", name, info["first_step_s"])
-        order = block_order([v.name for v in variants], repeats)
+        order = interleave([v.name for v in variants], repeats)
         for i, (repeat, name) in enumerate(order):
             load_before = os.getloadavg()[0]
             if pool is not None:  # actors step from just before until just after the learner's stepping
@@ -140,110 +135,19 @@ def run_bench(
             worker.stop(STOP_TIMEOUT_S)
         stack.close()
         server.stop()
-        if ok:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            log.warning("learner bench worker logs kept in %s", workdir)
+        close_workdir(workdir, ok, "learner bench worker")
     return records, fill
 
 
 def _start_actors(stack: contextlib.ExitStack, config: ExperimentConfig, n: int):
     """``n`` actor worker processes with the config's actor settings and a published policy (own replay)."""
-    from actorq.bench.actors import bench_config as actor_bench_config
-    from actorq.bench.actors import reference_state
-    from actorq.bench.pool import Variant, WorkerPool
-    from actorq.quantize.codec import encode_message
+    from actorq.bench.actors_worker import Variant, WorkerPool, bench_config, reference_state
 
     variant = Variant(config.actor.precision, config.comm_bits, config.actor.update_period)
-    cfg = actor_bench_config(config, variant, n)
+    cfg = bench_config(config, variant, n)
     pool = stack.enter_context(WorkerPool(cfg, n))
-    message = encode_message(
-        reference_state(config),
-        version=1,
-        learner_step=0,
-        precision=variant.precision,
-        comm_bits=variant.comm_bits,
-        compress=cfg.quantizer.compress,
-        per_channel=cfg.quantizer.per_channel,
-    )
-    pool.publish(message)
+    pool.publish_policy(reference_state(config), cfg)
     return pool, cfg
-
-
-def summarize(records: list[dict[str, Any]], baseline: str) -> list[dict[str, Any]]:
-    """Per variant: median steps/s over repeats, min-max, ratio to ``baseline`` (and paired per repeat), breakdown."""
-    names = list(dict.fromkeys(r["variant"] for r in records))
-    rows = []
-    for name in names:
-        mine = [r for r in records if r["variant"] == name]
-        rates = {r["repeat"]: r["steps_per_s"] for r in mine}
-        median = float(np.median(list(rates.values())))
-        parts = {k: float(np.median([r["breakdown_ms"][k] for r in mine])) for k in mine[0]["breakdown_ms"]}
-        rows.append(
-            {
-                "variant": name,
-                "settings": mine[0]["settings"],
-                "repeats": len(rates),
-                "rates_by_repeat": rates,
-                "steps_per_s": median,
-                "steps_per_s_min": min(rates.values()),
-                "steps_per_s_max": max(rates.values()),
-                "samples_per_s": median * mine[0]["batch_size"],
-                "breakdown_ms": parts,
-                "load_avg": float(np.mean([r["load_before"] for r in mine])),
-                "actors": mine[0].get("actors", 0),
-                "actor_steps_per_s": (
-                    float(np.median([r["actor_steps_per_s"] for r in mine]))
-                    if "actor_steps_per_s" in mine[0]
-                    else None
-                ),
-            }
-        )
-    base = next((r for r in rows if r["variant"] == baseline), rows[0])
-    for row in rows:
-        set_speedup(row, base)
-    return rows
-
-
-BREAKDOWN_COLUMNS = (
-    ("dataset_ms", "dataset"),
-    ("update_ms", "update"),
-    ("target_copy_ms", "tgt copy"),
-    ("target_per_step_ms", "tgt/step"),
-    ("publish_ms", "publish"),
-    ("publish_per_step_ms", "pub/step"),
-)
-
-
-def format_table(rows: list[dict[str, Any]]) -> str:
-    """Aligned text table of :func:`summarize` rows (breakdown columns in ms)."""
-    width = max(10, *(len(r["variant"]) for r in rows))
-    head = (
-        f"{'variant':<{width}} {'n':>2} {'steps/s':>8} {'min-max':>13} {'samples/s':>9} {'x base':>6} "
-        f"{'paired':>11} " + " ".join(f"{label:>8}" for _, label in BREAKDOWN_COLUMNS) + f" {'load':>5}"
-    )
-    with_actors = any(r.get("actor_steps_per_s") is not None for r in rows)
-    if with_actors:
-        head += f" {'actor st/s':>10}"
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        paired = f"{r['speedup_min']:.2f}-{r['speedup_max']:.2f}" if r["speedup_min"] is not None else "-"
-        speed = f"{r['speedup']:.2f}" if r["speedup"] is not None else "-"
-        lines.append(
-            f"{r['variant']:<{width}} {r['repeats']:>2} {r['steps_per_s']:>8.2f} "
-            f"{r['steps_per_s_min']:>6.2f}-{r['steps_per_s_max']:<6.2f} {r['samples_per_s']:>9.0f} {speed:>6} "
-            f"{paired:>11} "
-            + " ".join(f"{r['breakdown_ms'][key]:>8.1f}" for key, _ in BREAKDOWN_COLUMNS)
-            + f" {r['load_avg']:>5.1f}"
-            + (f" {r['actor_steps_per_s']:>10.1f}" if with_actors else "")
-        )
-    lines.append(
-        "(steps/s: LearnerRole.step() incl. sampling and publishing; breakdown in ms, each measured alone: dataset ="
-        " one batch from the learner's iterator, update = losses+gradients+optimizer on a fixed batch, tgt copy ="
-        " online->target copy (tgt/step over target_update_period), publish = variables+fp32 encode on the"
-        " publisher thread (pub/step over publish_period))"
-    )
-    return "\n".join(lines)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -276,7 +180,7 @@ def _main(args: argparse.Namespace) -> int:
         "repeats": args.repeats,
         "actors": args.actors,
         "machine": machine_info(),
-        "cpu_flags": _cpu_flags(),
+        "cpu_flags": cpu_flags(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     records, fill = run_bench(
@@ -286,18 +190,8 @@ def _main(args: argparse.Namespace) -> int:
     meta["prefill"] = fill
     sys.stdout.write(format_table(rows) + "\n")
     if args.json_path:
-        doc = {"kind": "learner", "meta": meta, "records": records, "summary": rows}
-        Path(args.json_path).write_text(json.dumps(doc, indent=1, default=float))
-        sys.stdout.write(f"wrote {args.json_path}\n")
+        write_json(args.json_path, {"kind": "learner", "meta": meta, "records": records, "summary": rows})
     return 0
-
-
-def _cpu_flags() -> list[str]:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return line.split(":", 1)[1].split()
-    return []
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

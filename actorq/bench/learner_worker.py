@@ -12,11 +12,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
 
@@ -119,10 +118,9 @@ def measure(role, seconds: float, breakdown_steps: int) -> dict[str, Any]:
     }
 
 
-def worker_main(config_path: str, address: str, run_dir: str) -> int:
+def worker_main(config_path: str, address: str, run_dir: str) -> NoReturn:
     """Serve prepare/go/exit commands on stdin (see the module docstring)."""
     proto = open_protocol()
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     from actorq.config import load_config
     from actorq.roles.common import apply_learner_environment
 
@@ -145,12 +143,12 @@ def worker_main(config_path: str, address: str, run_dir: str) -> int:
             return reply("result", measure(roles[-1], float(cmd["seconds"]), int(cmd["breakdown_steps"])))
         raise ValueError(f"unknown command {cmd['cmd']!r}")
 
-    serve(proto, handle, "learner bench worker")
-    for role in roles:
-        role.close()
-        threading.Thread(target=role._publisher.close, args=(False,), daemon=True).start()  # noqa: SLF001
-    # Reverb/TF native threads can hold up interpreter teardown; nothing is left to flush.
-    os._exit(0)
+    def close() -> None:
+        for role in roles:
+            role.close()
+            threading.Thread(target=role._publisher.close, args=(False,), daemon=True).start()  # noqa: SLF001
+
+    serve(proto, handle, "learner bench worker", close)
 
 
 if __name__ == "__main__":
@@ -161,4 +159,4 @@ if __name__ == "__main__":
     parser.add_argument("--address", required=True)
     parser.add_argument("--run-dir", required=True)
     args = parser.parse_args()
-    sys.exit(worker_main(args.config, args.address, args.run_dir))
+    worker_main(args.config, args.address, args.run_dir)

@@ -27,7 +27,6 @@ For a large policy (D4PG 3x2048, obs 24, act 6: the ActorQ paper's size) and a s
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -36,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from actorq.bench.common import interleave, write_json
 from actorq.hardware import cpu_summary, hardware_record, read_bandwidth_gbs
 
 logger = logging.getLogger(__name__)
@@ -133,22 +133,20 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
     for name, b in cells:  # warm-up
         policies[name](inputs[b])
     samples: dict[tuple[str, int], list[float]] = {c: [] for c in cells}
-    for rep in range(reps):
-        shift = rep % len(cells)
-        for name, b in cells[shift:] + cells[:shift]:
-            policy, x, out = policies[name], inputs[b], samples[(name, b)]
-            # Untimed: refills the caches the other cells' weights evicted, which an actor running one policy
-            # never has to do; timing it would charge each kernel for its neighbours in this bench.
+    for _, (name, b) in interleave(cells, reps):
+        policy, x, out = policies[name], inputs[b], samples[(name, b)]
+        # Untimed: refills the caches the other cells' weights evicted, which an actor running one policy
+        # never has to do; timing it would charge each kernel for its neighbours in this bench.
+        policy(x)
+        start = time.perf_counter()
+        for _ in range(calls):
+            if b == COLD:
+                evict += 1  # the weights leave every cache level
+            t0 = time.perf_counter()
             policy(x)
-            start = time.perf_counter()
-            for _ in range(calls):
-                if b == COLD:
-                    evict += 1  # the weights leave every cache level
-                t0 = time.perf_counter()
-                policy(x)
-                out.append(time.perf_counter() - t0)
-                if t0 - start > budget_s:
-                    break
+            out.append(time.perf_counter() - t0)
+            if t0 - start > budget_s:
+                break
 
     weights = spec.weight_count()
     bandwidth = {p: read_bandwidth_gbs(weights * nb) for p, nb in BYTES_PER_WEIGHT.items()}
@@ -243,9 +241,7 @@ def run_policy_bench(quick: bool, json_path: str | None) -> dict[str, Any]:
     }
     logger.info("policy bench results:\n%s", format_table(result))
     if json_path:
-        with open(json_path, "w") as f:
-            json.dump(result, f, indent=1)
-        logger.info("wrote %s", json_path)
+        write_json(json_path, result)
     return result
 
 
@@ -296,8 +292,6 @@ def format_table(result: dict[str, Any]) -> str:
 def _main(args: argparse.Namespace) -> int:
     result = run_policy_bench(quick=args.quick, json_path=args.json_path)
     sys.stdout.write(format_table(result) + "\n")
-    if args.json_path:
-        sys.stdout.write(f"wrote {args.json_path}\n")
     return 0
 
 

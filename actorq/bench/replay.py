@@ -25,7 +25,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -34,8 +33,16 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.actors import block_order, parse_list, write_json
-from actorq.bench.pool import machine_info
+from actorq.bench.common import (
+    blocks_document,
+    close_workdir,
+    cpu_line,
+    interleave,
+    machine_info,
+    parse_list,
+    wait_until,
+    write_json,
+)
 from actorq.bench.replay_summary import format_table, notes, projection, summarize
 from actorq.bench.replay_worker import start_worker
 from actorq.bench.worker_protocol import BenchWorker
@@ -98,8 +105,7 @@ def run_block(server, writers: list[BenchWorker], sampler: BenchWorker | None, s
     active = writers + ([sampler] if sampler else [])
     for worker in active:
         worker.send({"cmd": "go", "start": start, "end": start + seconds})
-    while time.time() < start:
-        time.sleep(min(0.01, max(0.0, start - time.time())))
+    wait_until(start)
     cpu0, (busy0, total0) = time.process_time(), _cpu_busy_jiffies()
     results = [json_result(w, seconds) for w in active]
     window = time.time() - start
@@ -201,7 +207,7 @@ def run_bench(
             sampler_proc.send({"cmd": "prepare", "role": "sampler", "config": str(config_path)})
             sampler_proc.expect("ready", START_TIMEOUT_S)
         kinds = block_kinds(writers, sampler)
-        order = block_order(kinds, repeats)
+        order = interleave(kinds, repeats)
         records = []
         for i, (repeat, (k, with_sampler)) in enumerate(order):
             record = run_block(server, procs[:k], sampler_proc if with_sampler else None, seconds)
@@ -222,10 +228,7 @@ def run_bench(
         for w in procs:
             w.stop()
         server.stop()
-        if ok:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            log.warning("replay bench worker logs kept in %s", workdir)
+        close_workdir(workdir, ok, "replay bench worker")
     table = {
         "table_size": cfg.replay.max_size,
         "min_size": cfg.replay.min_size,
@@ -263,12 +266,7 @@ def _main(args: argparse.Namespace) -> int:
     proj = projection(records, table, args.actor_rate)
     machine = machine_info()
     text = notes(rows, proj, machine["cpus"])
-    sys.stdout.write(
-        format_table(rows)
-        + "\n"
-        + "\n".join(text)
-        + f"\nCPU: {machine['cpu']} ({machine['cpus']} cores; {', '.join(machine['isa']) or 'no vector flags'})\n"
-    )
+    sys.stdout.write(format_table(rows) + "\n" + "\n".join(text) + "\n" + cpu_line(machine) + "\n")
     if args.json_path:
         meta = {
             "config": args.config,
@@ -287,8 +285,7 @@ def _main(args: argparse.Namespace) -> int:
         }
         with contextlib.suppress(OSError):
             meta["loadavg_text"] = Path("/proc/loadavg").read_text().strip()
-        write_json(args.json_path, "replay", meta, records, rows, notes=text)
-        sys.stdout.write(f"wrote {args.json_path}\n")
+        write_json(args.json_path, blocks_document("replay", meta, records, rows, notes=text))
     return 0
 
 

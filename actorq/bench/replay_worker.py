@@ -25,11 +25,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from actorq.bench.common import random_action, wait_until
 from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
 
 log = logging.getLogger(__name__)
@@ -67,10 +67,7 @@ class Writer:
         steps = []  # (action, observation, reward) of real env steps
         timestep = env.reset()
         while len(steps) < RECORDED_STEPS:
-            if hasattr(spec, "num_values"):
-                action = np.asarray(rng.integers(spec.num_values), dtype=spec.dtype)
-            else:
-                action = rng.uniform(spec.minimum, spec.maximum, spec.shape).astype(spec.dtype)
+            action = random_action(spec, rng)
             timestep = env.step(action)
             # Copied: an env may reuse its observation buffer between steps.
             steps.append(
@@ -109,7 +106,7 @@ class Writer:
         return {"items": self.adder.writer.written}
 
     def go(self, start: float, end: float) -> dict[str, Any]:
-        _wait_until(start)
+        wait_until(start)
         items0, steps0 = self.adder.writer.written, self.env_steps
         cpu0, t0 = time.process_time(), time.time()
         while time.time() < end:
@@ -138,7 +135,7 @@ class Sampler:
         next(self.iterator)  # builds the pipeline; blocks until the table holds min_size items
 
     def go(self, start: float, end: float) -> dict[str, Any]:
-        _wait_until(start)
+        wait_until(start)
         batches = 0
         cpu0, t0 = time.process_time(), time.time()
         while time.time() < end:
@@ -154,16 +151,9 @@ class Sampler:
         }
 
 
-def _wait_until(wall_time: float) -> None:
-    # A common start: every process of the block begins at the same wall-clock time.
-    while (left := wall_time - time.time()) > 0:
-        time.sleep(min(left, 0.05))
-
-
-def worker_main(address: str) -> int:
+def worker_main(address: str) -> NoReturn:
     """Serve prepare/fill/go/exit commands on stdin (see the module docstring)."""
     proto = open_protocol()
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     from actorq.config import load_config
 
     proto.write(reply("hello") + "\n")
@@ -184,8 +174,6 @@ def worker_main(address: str) -> int:
         raise ValueError(f"unknown command {cmd['cmd']!r}")
 
     serve(proto, handle, "replay bench worker")
-    # Reverb/TF native threads can hold up interpreter teardown; everything is flushed by now.
-    os._exit(0)
 
 
 if __name__ == "__main__":
@@ -193,4 +181,4 @@ if __name__ == "__main__":
         description="actorq bench replay worker (started by actorq bench replay)"
     )
     parser.add_argument("--address", required=True)
-    sys.exit(worker_main(parser.parse_args().address))
+    worker_main(parser.parse_args().address)

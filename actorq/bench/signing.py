@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -27,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.pool import machine_info
+from actorq.bench.common import cpu_flags, interleave, machine_info, write_json
 from actorq.networks.mapping import torch_state_shapes
 from actorq.quantize.codec import encode_message, read_header
 from actorq.quantize.signing import POLICY_STREAM, TAG_BYTES, generate_key, sign, verify
@@ -80,19 +79,16 @@ def run_signing_bench(repeats: int = 30, json_path: str | None = None) -> dict[s
     with _one_cpu() as cpu:
         for fn in cases.values():  # warm-up: page in the buffers, load OpenSSL
             fn()
-        for r in range(repeats):
-            names = list(cases)
-            shift = r % len(names)  # rotate the order so drift hits every case alike
-            for name in names[shift:] + names[:shift]:
-                t0 = time.perf_counter()
-                cases[name]()
-                times[name].append((time.perf_counter() - t0) * 1e3)
+        for _, name in interleave(list(cases), repeats):  # drift hits every case alike
+            t0 = time.perf_counter()
+            cases[name]()
+            times[name].append((time.perf_counter() - t0) * 1e3)
     result: dict[str, Any] = {
         "message_bytes": int(signed.nbytes),
         "repeats": repeats,
         "pinned_cpu": cpu,
         "machine": machine_info(),
-        "sha_ni": "sha_ni" in _cpu_flags(),
+        "sha_ni": "sha_ni" in cpu_flags(),
         "target_ms": TARGET_MS,
     }
     for name, samples in times.items():
@@ -101,17 +97,8 @@ def run_signing_bench(repeats: int = 30, json_path: str | None = None) -> dict[s
     result["verify_overhead_ms"] = result["read_header_verified_ms"] - result["read_header_unsigned_ms"]
     result["sign_overhead_ms"] = result["encode_signed_ms"] - result["encode_unsigned_ms"]
     if json_path:
-        with open(json_path, "w") as fh:
-            json.dump(result, fh, indent=2)
+        write_json(json_path, result)
     return result
-
-
-def _cpu_flags() -> list[str]:
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
-        for line in fh:
-            if line.startswith("flags"):
-                return line.split(":", 1)[1].split()
-    return []
 
 
 def format_result(r: dict[str, Any]) -> str:

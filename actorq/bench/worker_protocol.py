@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 log = logging.getLogger(__name__)
 
@@ -106,17 +106,21 @@ class BenchWorker:
 
 
 def open_protocol() -> TextIO:
-    """Worker side, first thing: the protocol's stream on the original stdout.
+    """Worker side, first thing: the protocol's stream on the original stdout, warnings logged to stderr.
 
     From here on stdout itself goes to stderr (the log), so nothing a library prints can corrupt the protocol.
     """
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     return proto
 
 
-def serve(proto: TextIO, handle: Callable[[dict[str, Any]], str], what: str) -> None:
-    """Worker side: answer the commands on stdin until ``exit`` (or end of input).
+def serve(
+    proto: TextIO, handle: Callable[[dict[str, Any]], str], what: str, close: Callable[[], None] | None = None
+) -> NoReturn:
+    """Worker side, last thing: answer the commands on stdin until ``exit`` (or end of input), then ``close()``
+    and end the process.
 
     ``handle(command)`` returns the reply line (``@@tag payload``, see :func:`reply`); an exception in it is
     logged and answered ``@@error Type: message`` (the bench then stops).
@@ -131,6 +135,10 @@ def serve(proto: TextIO, handle: Callable[[dict[str, Any]], str], what: str) -> 
             log.exception("%s command failed", what)
             proto.write(f"@@error {type(exc).__name__}: {exc}\n")
     proto.flush()
+    if close is not None:
+        close()
+    # Reverb/TF native threads can hold up interpreter teardown; every result has been sent by now.
+    os._exit(0)
 
 
 def reply(tag: str, payload: Any = None) -> str:

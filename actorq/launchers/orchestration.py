@@ -28,12 +28,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from actorq.config import PRECISIONS, ConfigError
 from actorq.metrics import UNFINISHED_EXITS
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 RUN_STOP_GRACE_S = 90.0
 """How long a run may take to stop after a forwarded Ctrl-C/SIGTERM before it is killed. An ActorQ run stops its
@@ -82,10 +84,23 @@ def plan_runs(labels: list[str], seeds: list[int], sweeps: list[Sweep] | None = 
     cells = [(label, sweep) for sweep in (sweeps or [()]) for label in labels]
     runs = []
     for i, seed in enumerate(seeds):
-        n = len(cells)
-        shift = i % n if len(seeds) >= n else (i * n) // len(seeds)
-        runs += [PlannedRun(label, seed, sweep) for label, sweep in cells[shift:] + cells[:shift]]
+        runs += [PlannedRun(label, seed, sweep) for label, sweep in rotated(cells, i, len(seeds))]
     return runs
+
+
+def rotated(items: list[T], round_index: int, rounds: int) -> list[T]:
+    """``items`` in the order of round ``round_index`` of ``rounds``: rotated left by the round's shift.
+
+    The one order rule of every interleaved measurement (experiment runs here, bench blocks and kernel timings in
+    :mod:`actorq.bench`): with at least as many rounds as items the shift is the round's index (a Latin square:
+    each item at each position once per ``len(items)`` rounds); with fewer rounds the shifts are spread over the
+    whole cycle, so no item always goes early or late.
+    """
+    n = len(items)
+    if n == 0:
+        return []
+    shift = round_index % n if rounds >= n else (round_index * n) // rounds
+    return items[shift:] + items[:shift]
 
 
 def run_finished(run_dir: str | Path) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections import defaultdict
 from types import SimpleNamespace
 
@@ -9,10 +10,10 @@ import numpy as np
 import pytest
 
 from actorq.bench import ablation
-from actorq.bench.actors import bench_config, block_order, reference_state
+from actorq.bench.actors_summary import amdahl_notes, summarize
+from actorq.bench.actors_worker import Variant, WorkerPool, bench_config, measure, reference_state
+from actorq.bench.common import interleave
 from actorq.bench.floors import batching_notes, gemm_rate_gmacs
-from actorq.bench.pool import Variant, measure
-from actorq.bench.summary import amdahl_notes, summarize
 from actorq.launchers.orchestration import plan_runs
 from actorq.timers import BREAKDOWN_COMPONENTS, Timers
 from tests.conftest import tiny_config
@@ -22,10 +23,18 @@ INT8 = Variant("int8", 8, 1000)
 
 
 def test_blocks_interleave_and_rotate():
-    order = block_order([FP32, INT8], repeats=3)
+    order = interleave([FP32, INT8], repeats=3)
     assert [(r, v.precision) for r, v in order] == [
         (0, "fp32"), (0, "int8"), (1, "int8"), (1, "fp32"), (2, "fp32"), (2, "int8"),
     ]  # fmt: skip
+
+
+def test_blocks_and_experiment_runs_share_one_rotation():
+    # Fewer repeats than items: the shifts spread over the cycle (0 and 2 of 4), as in actorq experiment's plan.
+    labels = ["a", "b", "c", "d"]
+    order = [item for _, item in interleave(labels, repeats=2)]
+    assert order == ["a", "b", "c", "d", "c", "d", "a", "b"]
+    assert [r.label for r in plan_runs(labels, [0, 1])] == order
 
 
 def _record(variant: Variant, repeat: int, rate: float, inference_ms: float, actor: int = 0) -> dict:
@@ -139,6 +148,29 @@ def test_bench_config_and_reference_weights_fit_the_actor_policy():
     out = policy(np.zeros(spec.obs_dim, np.float32))
     assert out.shape == (spec.num_actions,) and np.all(np.isfinite(out))
     assert np.array_equal(reference_state(cfg, seed=1)["torso.0.weight"], state["torso.0.weight"])
+
+
+def test_the_pool_publishes_the_policy_signed_with_its_key_at_the_blocks_precision():
+    # Every bench that starts actor workers (actors, ablation, learner --actors) publishes through this one call;
+    # the workers verify with the pool's key, so an unsigned or foreign message would leave them without weights.
+    from actorq.quantize.codec import decode_message
+    from actorq.quantize.message import UnauthenticatedMessageError
+    from actorq.quantize.signing import generate_key
+
+    config = tiny_config("d4pg")
+    cfg = bench_config(config, Variant("int8", 8, 30), actors=1)
+    pool = WorkerPool(cfg, 1)
+    published = []
+    pool._publisher = SimpleNamespace(publish=published.append)
+    try:
+        message = pool.publish_policy(reference_state(cfg), cfg)
+    finally:
+        shutil.rmtree(pool.workdir)
+    assert published == [message]
+    decoded = decode_message(message, key=pool.key)
+    assert (decoded.precision, decoded.comm_bits) == ("int8", 8)
+    with pytest.raises(UnauthenticatedMessageError):  # another run's key: what the workers' check rejects
+        decode_message(message, key=generate_key())
 
 
 def test_ablation_plan_covers_the_paper_grid_and_dedupes_the_sweep():

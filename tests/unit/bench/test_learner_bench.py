@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from actorq.bench.learner import format_table, summarize
+from actorq.bench.learner_summary import format_table, summarize
 from actorq.bench.learner_variants import PLAIN, bench_config, parse_variant
 from actorq.config import ConfigError, replace
 from actorq.roles.common import ONEDNN_ENV, apply_learner_environment, learner_environment

@@ -1,8 +1,10 @@
-"""The actor benchmarks' machinery: an in-process Reverb server and a pool of actor worker processes.
+"""The actor benchmarks' machinery: an in-process Reverb server, a pool of actor worker processes, the config a
+block runs (:func:`bench_config`) and the policy it publishes to them (:func:`reference_state`,
+:meth:`WorkerPool.publish_policy`); used by ``actorq bench actors``, ``ablation`` and ``learner --actors``.
 
-Workers are ``python -m actorq.bench.pool --address HOST:PORT`` subprocesses owned by pid. They import the actor
-stack once, then take JSON commands on stdin: ``prepare`` (build a fresh :class:`ActorRole` from a config file,
-wait for its first weights, warm up), ``go`` (step it for N seconds and report), ``exit``. Protocol lines go to
+Workers are ``python -m actorq.bench.actors_worker --address HOST:PORT`` subprocesses owned by pid. They import
+the actor stack once, then take JSON commands on stdin: ``prepare`` (build a fresh :class:`ActorRole` from a config
+file, wait for its first weights, warm up), ``go`` (step it for N seconds and report), ``exit``. Protocol lines go to
 the original stdout prefixed ``@@``; everything libraries print goes to stderr (the worker's log file).
 """
 
@@ -13,20 +15,20 @@ import contextlib
 import json
 import logging
 import os
-import platform
 import shutil
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
+from actorq import algorithms
+from actorq.bench.common import close_workdir
 from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
-from actorq.config import ExperimentConfig, save_config
-from actorq.hardware import cpu_info
+from actorq.config import ExperimentConfig, replace, save_config
 from actorq.roles.weights_key import ensure_run_key, load_key_file
 from actorq.timers import BREAKDOWN_COMPONENTS
 
@@ -51,18 +53,41 @@ class Variant:
         return f"{self.precision}/c{self.comm_bits}" + (f"/n{self.envs}" if self.envs > 1 else "")
 
 
-def machine_info() -> dict[str, Any]:
-    """The CPU (:func:`actorq.hardware.cpu_info`), torch and Python versions, and the load (bench metadata)."""
-    cpu = cpu_info()
-    info: dict[str, Any] = {**cpu, "python": platform.python_version()}
-    # The short keys the report reads (also in reports written before cpu_info existed).
-    info.update(cpu=cpu["model"], cpus=cpu["cores"], isa=[f for f, on in cpu["flags"].items() if on])
-    with contextlib.suppress(ImportError):
-        import torch
+BENCH_MAX_SIZE = 200_000
+"""Experience table capacity in the bench: FIFO eviction never blocks inserts; this only bounds memory."""
 
-        info["torch"] = torch.__version__
-    info["loadavg"] = os.getloadavg()[0]
-    return info
+
+def reference_state(config: ExperimentConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """The torch twin's initial weights for the config's task and policy (keys are the wire's torch names)."""
+    import torch
+
+    from actorq.envs import environment_spec
+
+    spec = environment_spec(config.env)
+    torch.manual_seed(seed)
+    make = algorithms.get(config.algorithm).torch_policy.load()
+    model = make(
+        spec.obs_dim, spec.num_actions, tuple(config.network.policy_layers), spec.action_low, spec.action_high
+    )
+    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+
+
+def bench_config(config: ExperimentConfig, variant: Variant, actors: int) -> ExperimentConfig:
+    """The experiment's config for one bench block: the variant's precision, bits and period, no rate limiter."""
+    return replace(
+        config,
+        **{
+            "actor.precision": variant.precision,
+            "quantizer.comm_bits": variant.comm_bits,
+            "actor.update_period": variant.update_period,
+            "actor.num_actors": actors,
+            "actor.envs_per_actor": variant.envs,
+            "replay.samples_per_insert": 0.0,
+            "replay.max_size": BENCH_MAX_SIZE,
+            "replay.min_size": min(config.replay.min_size, BENCH_MAX_SIZE),
+            "learner.checkpoint_period_s": 0.0,
+        },
+    )
 
 
 def _child_env() -> dict[str, str]:
@@ -106,7 +131,7 @@ class WorkerPool:
         address = f"localhost:{self.server.port}"
         try:
             for i in range(self.n):
-                argv = ["actorq.bench.pool", "--address", address]
+                argv = ["actorq.bench.actors_worker", "--address", address]
                 log_path = self.workdir / f"worker_{i}.log"
                 self.workers.append(BenchWorker(f"bench worker {i}", argv, log_path, _child_env()))
             self._expect_all("hello", START_TIMEOUT_S)
@@ -115,9 +140,23 @@ class WorkerPool:
             raise
         return self
 
-    def publish(self, message: np.ndarray) -> None:
-        """Put ``message`` (signed with :attr:`key`) in the policy table (replacing the previous one)."""
+    def publish_policy(self, state: dict[str, np.ndarray], config: ExperimentConfig) -> np.ndarray:
+        """Encode ``state`` as the config's actors receive it (precision, wire bits, compression, signed with
+        :attr:`key`) and put it in the policy table, replacing the previous message; returns the message."""
+        from actorq.quantize.codec import encode_message
+
+        message = encode_message(
+            state,
+            version=1,
+            learner_step=0,
+            precision=config.actor.precision,
+            comm_bits=config.comm_bits,
+            compress=config.quantizer.compress,
+            per_channel=config.quantizer.per_channel,
+            key=self.key,
+        )
         self._publisher.publish(message)
+        return message
 
     def _send(self, command: dict[str, Any]) -> None:
         for worker in self.workers:
@@ -162,10 +201,7 @@ class WorkerPool:
             worker.wait(timeout_s=20)
         if self.server is not None:
             self.server.stop()
-        if exc and exc[0] is None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-        else:
-            log.warning("bench worker logs kept in %s", self.workdir)
+        close_workdir(self.workdir, ok=bool(exc) and exc[0] is None, what="actors bench worker")
 
 
 def measure(role, seconds: float, fresh: bool) -> dict[str, Any]:
@@ -214,10 +250,9 @@ def _close(role) -> None:
         role.close()
 
 
-def worker_main(address: str) -> int:
+def worker_main(address: str) -> NoReturn:
     """Serve prepare/go/exit commands on stdin (see the module docstring)."""
     proto = open_protocol()
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     from actorq.config import load_config
     from actorq.roles.actor import ActorRole
 
@@ -251,11 +286,11 @@ def worker_main(address: str) -> int:
                 _close(role)
         raise ValueError(f"unknown command {cmd['cmd']!r}")
 
-    serve(proto, handle, "bench worker")
-    while roles:
-        _close(roles.pop())
-    # Reverb/TF native threads can hold up interpreter teardown; everything is flushed by now.
-    os._exit(0)
+    def close() -> None:
+        while roles:
+            _close(roles.pop())
+
+    serve(proto, handle, "actors bench worker", close)
 
 
 if __name__ == "__main__":
@@ -263,4 +298,4 @@ if __name__ == "__main__":
         description="actorq bench worker (started by actorq bench actors/ablation)"
     )
     parser.add_argument("--address", required=True)
-    sys.exit(worker_main(parser.parse_args().address))
+    worker_main(parser.parse_args().address)

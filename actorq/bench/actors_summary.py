@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from actorq.bench.common import repeat_rates, set_speedup
 from actorq.timers import BREAKDOWN_COMPONENTS
 
 
@@ -19,7 +20,9 @@ def summarize(records: list[dict[str, Any]], learner_rate: float | None = None) 
     rows = []
     for key in keys:
         blocks = per_block[key]
-        rates = {rep: float(np.mean([a["steps_per_s"] for a in acts])) for rep, acts in blocks.items()}
+        rates = repeat_rates(
+            {rep: float(np.mean([a["steps_per_s"] for a in acts])) for rep, acts in blocks.items()}
+        )
         all_actors = [a for acts in blocks.values() for a in acts]
         steps = sum(a["steps"] for a in all_actors)
         comps = {c: sum(a["components"].get(c, 0.0) for a in all_actors) for c in BREAKDOWN_COMPONENTS}
@@ -28,7 +31,7 @@ def summarize(records: list[dict[str, Any]], learner_rate: float | None = None) 
         applied = sum(a["applied"] for a in all_actors)
         ms = {c: 1e3 * comps[c] / max(steps, 1) for c in BREAKDOWN_COMPONENTS}
         ms["other"] = 1e3 * max(0.0, wall - sum(comps.values())) / max(steps, 1)
-        median = float(np.median(list(rates.values())))
+        median = rates["steps_per_s"]
         first = all_actors[0]
         row = {
             "variant": key[0],
@@ -39,11 +42,7 @@ def summarize(records: list[dict[str, Any]], learner_rate: float | None = None) 
             "update_period": key[1],
             "envs": int(first.get("envs", 1)),
             "actors": len(blocks[next(iter(blocks))]),
-            "repeats": len(rates),
-            "rates_by_repeat": rates,
-            "steps_per_s": median,
-            "steps_per_s_min": min(rates.values()),
-            "steps_per_s_max": max(rates.values()),
+            **rates,
             "steps_per_cpu_s": steps / cpu if cpu > 0 else None,
             "ms_per_step": ms,
             "message_bytes": first["message_bytes"],
@@ -82,19 +81,6 @@ def summarize(records: list[dict[str, Any]], learner_rate: float | None = None) 
             else None
         )
     return rows
-
-
-def set_speedup(row: dict[str, Any], base: dict[str, Any]) -> None:
-    """``row``'s steps/s against ``base``'s: ``speedup`` (ratio of medians) and the range of the paired
-    per-repeat ratios (``speedup_min``/``speedup_max``: repeats ran interleaved, so each pair shared the machine)."""
-    row["baseline"] = base["variant"]
-    row["speedup"] = row["steps_per_s"] / base["steps_per_s"] if base["steps_per_s"] > 0 else None
-    paired = [
-        row["rates_by_repeat"][rep] / base["rates_by_repeat"][rep]
-        for rep in row["rates_by_repeat"]
-        if base["rates_by_repeat"].get(rep)
-    ]
-    row["speedup_min"], row["speedup_max"] = (min(paired), max(paired)) if paired else (None, None)
 
 
 def amdahl_notes(rows: list[dict[str, Any]]) -> list[str]:
