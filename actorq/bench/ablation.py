@@ -19,8 +19,8 @@ import sys
 from typing import Any
 
 from actorq.bench.actors import add_common_arguments, common_meta, parse_list, run_bench, write_json
-from actorq.bench.pool import Variant
-from actorq.bench.summary import format_table, summarize
+from actorq.bench.actors_summary import format_table, summarize
+from actorq.bench.actors_worker import Variant
 from actorq.config import AUTO_COMM_BITS, PRECISIONS, ConfigError, load_config
 
 GRID_PRECISIONS = ("fp32", "int8")

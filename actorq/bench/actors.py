@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from actorq import algorithms
+from actorq.bench.actors_summary import amdahl_notes, format_table, summarize
+from actorq.bench.actors_worker import Variant, WorkerPool, machine_info
 from actorq.bench.floors import batching_notes
-from actorq.bench.pool import Variant, WorkerPool, machine_info
-from actorq.bench.summary import amdahl_notes, format_table, summarize
 from actorq.config import (
     AUTO_COMM_BITS,
     COMM_BITS,

@@ -79,7 +79,7 @@ def batching_notes(rows: list[dict[str, Any]], state: dict[str, np.ndarray], wid
     ``gemm_gmacs``) and the env steps/s bound it implies (``steps_bound_vs_one_env``); one note per such row.
 
     Args:
-        rows: :func:`actorq.bench.summary.summarize` rows.
+        rows: :func:`actorq.bench.actors_summary.summarize` rows.
         state: The policy's weights (its multiply-adds per sample are the sum of its matrices' sizes).
         width: The policy's widest hidden layer.
     """

@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 
 from actorq.bench.actors import block_order
+from actorq.bench.actors_summary import set_speedup
+from actorq.bench.actors_worker import machine_info
 from actorq.bench.learner_variants import LearnerVariant, bench_config, parse_variant
 from actorq.bench.learner_worker import STOP_TIMEOUT_S, start_worker
-from actorq.bench.pool import machine_info
-from actorq.bench.summary import set_speedup
 from actorq.bench.worker_protocol import BenchWorker
 from actorq.config import ConfigError, ExperimentConfig, load_config, save_config
 
@@ -151,7 +151,7 @@ def _start_actors(stack: contextlib.ExitStack, config: ExperimentConfig, n: int)
     """``n`` actor worker processes with the config's actor settings and a published policy (own replay)."""
     from actorq.bench.actors import bench_config as actor_bench_config
     from actorq.bench.actors import reference_state
-    from actorq.bench.pool import Variant, WorkerPool
+    from actorq.bench.actors_worker import Variant, WorkerPool
     from actorq.quantize.codec import encode_message
 
     variant = Variant(config.actor.precision, config.comm_bits, config.actor.update_period)

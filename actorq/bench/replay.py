@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from actorq.bench.actors import block_order, parse_list, write_json
-from actorq.bench.pool import machine_info
+from actorq.bench.actors_worker import machine_info
 from actorq.bench.replay_summary import format_table, notes, projection, summarize
 from actorq.bench.replay_worker import start_worker
 from actorq.bench.worker_protocol import BenchWorker

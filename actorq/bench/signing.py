@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.pool import machine_info
+from actorq.bench.actors_worker import machine_info
 from actorq.networks.mapping import torch_state_shapes
 from actorq.quantize.codec import encode_message, read_header
 from actorq.quantize.signing import POLICY_STREAM, TAG_BYTES, generate_key, sign, verify

@@ -10,9 +10,9 @@ import pytest
 
 from actorq.bench import ablation
 from actorq.bench.actors import bench_config, block_order, reference_state
+from actorq.bench.actors_summary import amdahl_notes, summarize
+from actorq.bench.actors_worker import Variant, measure
 from actorq.bench.floors import batching_notes, gemm_rate_gmacs
-from actorq.bench.pool import Variant, measure
-from actorq.bench.summary import amdahl_notes, summarize
 from actorq.launchers.orchestration import plan_runs
 from actorq.timers import BREAKDOWN_COMPONENTS, Timers
 from tests.conftest import tiny_config

@@ -117,7 +117,7 @@ def test_no_budget_never_gives_up_and_no_wait_does_not_sleep() -> None:
 BOUNDARIES = {
     "actorq/actors/kernels/select.py",  # a kernel engine that cannot build: recorded in the selection's errors
     "actorq/actors/kernels/verify.py",  # a kernel that cannot run the probes: recorded in its Check
-    "actorq/bench/pool.py",  # starting the worker pool: whatever fails stops the workers started, re-raised
+    "actorq/bench/actors_worker.py",  # starting the worker pool: whatever fails stops the workers started, re-raised
     "actorq/bench/worker_protocol.py",  # a bench worker's command: logged and reported to the bench
     "actorq/launchers/energy.py",  # codecarbon, optional: logged, energy recorded as unavailable
     "actorq/launchers/experiment.py",  # writing one run's record: logged, a rerun writes it, the grid goes on

@@ -1,8 +1,8 @@
 """The actor benchmarks' machinery: an in-process Reverb server and a pool of actor worker processes.
 
-Workers are ``python -m actorq.bench.pool --address HOST:PORT`` subprocesses owned by pid. They import the actor
-stack once, then take JSON commands on stdin: ``prepare`` (build a fresh :class:`ActorRole` from a config file,
-wait for its first weights, warm up), ``go`` (step it for N seconds and report), ``exit``. Protocol lines go to
+Workers are ``python -m actorq.bench.actors_worker --address HOST:PORT`` subprocesses owned by pid. They import
+the actor stack once, then take JSON commands on stdin: ``prepare`` (build a fresh :class:`ActorRole` from a config
+file, wait for its first weights, warm up), ``go`` (step it for N seconds and report), ``exit``. Protocol lines go to
 the original stdout prefixed ``@@``; everything libraries print goes to stderr (the worker's log file).
 """
 
@@ -106,7 +106,7 @@ class WorkerPool:
         address = f"localhost:{self.server.port}"
         try:
             for i in range(self.n):
-                argv = ["actorq.bench.pool", "--address", address]
+                argv = ["actorq.bench.actors_worker", "--address", address]
                 log_path = self.workdir / f"worker_{i}.log"
                 self.workers.append(BenchWorker(f"bench worker {i}", argv, log_path, _child_env()))
             self._expect_all("hello", START_TIMEOUT_S)
