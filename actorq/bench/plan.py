@@ -32,6 +32,7 @@ from actorq.bench.plan_model import (
     NEAR_BEST,
     Prediction,
     Recommendation,
+    capacity_notes,
     make_splits,
     predict,
     recommend,
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 
 QUICK = Timing(seconds=3.0, repeats=1)
 """``--quick``: about two minutes on a 2-core box (the config's environments per actor only)."""
-FULL = Timing(seconds=8.0, repeats=2)
+FULL = Timing(seconds=6.0, repeats=2)
 """The default: within ten minutes on a 2-core box with two splits, three precisions and two env counts."""
 MORE_ENVS = 8
 """Besides the config's ``envs_per_actor``, a full plan tries this many (batched inference changes the picture)."""
@@ -118,6 +119,7 @@ def _main(args: argparse.Namespace) -> int:
     predictions = predict(measured, spis)
     choice = recommend(predictions, config.replay.samples_per_insert)
     notes = [f"{p}: no verified kernel on this CPU, left out ({why})" for p, why in failed.items()]
+    notes += capacity_notes(measured)
     text = "\n\n".join(
         [format_kernels(kernels), format_measured(measured), format_predictions(predictions),
          format_recommendation(choice, config.replay.samples_per_insert)]

@@ -31,7 +31,7 @@ import numpy as np
 from actorq.bench.actors import bench_config as actor_bench_config
 from actorq.bench.actors import block_order, reference_state
 from actorq.bench.actors_worker import Variant, WorkerPool
-from actorq.bench.learner import ACTOR_MARGIN_S, START_TIMEOUT_S, prefill
+from actorq.bench.learner import START_TIMEOUT_S, prefill
 from actorq.bench.learner_variants import bench_config as learner_bench_config
 from actorq.bench.learner_worker import STOP_TIMEOUT_S, start_worker
 from actorq.bench.plan_model import Measurement, Split
@@ -39,6 +39,10 @@ from actorq.config import ExperimentConfig, save_config
 
 log = logging.getLogger(__name__)
 
+MARGIN_S = 0.5
+"""The actors step this much longer than the learner: enough to cover the learner's start and its last step and
+breakdown, little enough that hardly any of the actors' window runs without the learner beside them (``actorq bench
+learner``'s 2 s would leave 40% of a quick plan's 5 s window without it)."""
 BREAKDOWN_STEPS = 1
 """The learner worker times its step's parts after each block; the plan needs none of them, so the fewest."""
 
@@ -186,10 +190,10 @@ def time_split(
         for i, (repeat, variant) in enumerate(order):
             cfg = actor_bench_config(config, variant, split.actors)
             pool.publish(messages.get(variant, cfg))
-            pool.start_block(cfg, timing.seconds + ACTOR_MARGIN_S, fresh=False)
+            pool.start_block(cfg, timing.seconds + MARGIN_S, fresh=False)
             learner.send({"cmd": "go", "seconds": timing.seconds, "breakdown_steps": BREAKDOWN_STEPS})
             learned = json.loads(learner.expect("result", timing.seconds * 4 + 600))
-            record = _actor_record(pool.finish_block(timing.seconds + ACTOR_MARGIN_S))
+            record = _actor_record(pool.finish_block(timing.seconds + MARGIN_S))
             record.update(
                 split=split.name, precision=variant.precision, envs=variant.envs, repeat=repeat,
                 capacity=float(learned["samples_per_s"]), learner_steps_per_s=float(learned["steps_per_s"]),

@@ -269,6 +269,26 @@ def explain(predictions: list[Prediction], config_spi: float, at_config: bool = 
     return reasons
 
 
+def capacity_notes(measurements: list[Measurement]) -> list[str]:
+    """Where the learner's samples/s differ by :data:`HELPS` or more between precisions of one split and
+    environments: in learner-bound settings that ratio *is* the predicted gain, so say where it comes from."""
+    cells: dict[tuple[str, int], list[Measurement]] = {}
+    for m in measurements:
+        cells.setdefault((m.split.name, m.envs_per_actor), []).append(m)
+    notes = []
+    for (split, envs), ms in cells.items():
+        low, high = min(ms, key=lambda m: m.capacity), max(ms, key=lambda m: m.capacity)
+        if low.capacity > 0 and high.capacity / low.capacity >= HELPS:
+            notes.append(
+                f"{split}, {envs} env(s)/actor: the learner took {high.capacity:.0f} samples/s beside "
+                f"{high.precision} actors but {low.capacity:.0f} beside {low.precision} ones "
+                f"({high.capacity / low.capacity:.2f}x); learner-bound predictions inherit that ratio. Actors that "
+                "take less CPU or memory bandwidth leave more to the learner, but on a loaded machine it may be "
+                "noise: rerun with more --repeats."
+            )
+    return notes
+
+
 def _reason(p: Prediction, base: Prediction, config_spi: float | None) -> str:
     """One plain sentence: why ``p`` (a quantized precision) is not predicted faster than fp32 (``base``)."""
     m, b = p.measurement, base.measurement
@@ -318,6 +338,7 @@ __all__ = [
     "Recommendation",
     "Split",
     "best_at",
+    "capacity_notes",
     "explain",
     "make_splits",
     "predict",

@@ -9,6 +9,7 @@ import pytest
 from actorq.bench.plan_model import (
     Measurement,
     Split,
+    capacity_notes,
     make_splits,
     predict,
     recommend,
@@ -86,6 +87,8 @@ def test_actor_bound_int8_helps_at_the_spi_nearest_the_configs_within_reach_of_t
     } <= set(overrides)
     # At the config's own spi 8 int8 does not help, and the plan says so.
     assert len(choice.reasons) == 1 and "at the config's spi" in choice.reasons[0]
+    # A config at spi 0.25 keeps its ratio: the gain is as large there.
+    assert recommend(preds, config_spi=0.25).setting.spi == 0.25
 
 
 def test_best_against_best_each_precision_at_its_own_fastest_setting():
@@ -223,3 +226,9 @@ def test_bad_arguments_fail_before_any_process(argv, message, capsys, monkeypatc
     monkeypatch.setattr(plan_measure, "verify_kernels", lambda *a: pytest.fail("went past validation"))
     assert main(["plan", "configs/dqn/gym_cartpole.yaml", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_learner_faster_beside_one_precision_is_pointed_out():
+    assert capacity_notes([cell("fp32", 250, 1000), cell("int8", 650, 1050)]) == []
+    (note,) = capacity_notes([cell("fp32", 250, 1000), cell("int8", 650, 2210)])
+    assert "2210 samples/s beside int8 actors but 1000 beside fp32 ones (2.21x)" in note
