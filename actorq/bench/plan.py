@@ -150,7 +150,10 @@ def _main(args: argparse.Namespace) -> int:
 
 def format_kernels(kernels: dict[str, dict[int, Any]]) -> str:
     """One line per precision and batch: the verified kernel chosen, its error and time, what was rejected."""
-    lines = ["kernels (verified against fp32 on this CPU):"]
+    lines = [
+        "kernels (verified against fp32 on this CPU; each actor selects again as it starts, the measured "
+        "table names the one it used):"
+    ]
     for precision, by_batch in kernels.items():
         for batch, s in by_batch.items():
             timed = f", {s['time_us']:.0f} us" if s.get("time_us") is not None else ""
@@ -170,7 +173,12 @@ def format_measured(measured) -> str:
         f"{'split':<{width}} {'prec':<5} {'envs':>4} {'kernel':<14} {'actor st/s':>10} {'learner smp/s':>13} "
     )
     head += f"{'infer ms':>8} {'step ms':>7}"
-    lines = ["measured (learner and actors beside each other):", head, "-" * len(head)]
+    title = (
+        "measured (actors alone, one per core of this machine, scaled to the actor cores; the learner's rate given):"
+        if measured[0].split.learner_elsewhere
+        else "measured (learner and actors beside each other):"
+    )
+    lines = [title, head, "-" * len(head)]
     for m in measured:
         infer = f"{m.inference_ms:.3f}" if m.inference_ms is not None else "-"
         step = f"{m.step_ms:.3f}" if m.step_ms is not None else "-"
