@@ -243,9 +243,19 @@ def recommend(predictions: list[Prediction], config_spi: float) -> Recommendatio
         setting = best_at(predictions, BASE, spi)
     precisions = dict.fromkeys(p.measurement.precision for p in predictions)
     best = {q: b for q in precisions if (b := best_at(predictions, q, setting.spi)) is not None}
-    reasons = (
-        explain(predictions, config_spi) if not helps else explain(predictions, config_spi, at_config=True)
-    )
+    reasons = explain(predictions, config_spi, at_config=helps)
+    q = setting.measurement.precision
+    if (
+        helps
+        and q in best
+        and (ratio := _ratio(best[q].delivered, best.get(BASE))) is not None
+        and ratio < HELPS
+    ):
+        reasons.append(
+            f"best against best at spi {setting.spi:g}, {q} is {ratio:.2f}x fp32: the {setting.speedup:.2f}x above "
+            f"is at a setting that favours {q}; fp32 at its own best ({best[BASE].measurement.split.name}, "
+            f"{best[BASE].measurement.envs_per_actor} env(s)/actor) is about as fast."
+        )
     return Recommendation(setting, helps, best, reasons)
 
 

@@ -105,6 +105,7 @@ def test_best_against_best_each_precision_at_its_own_fastest_setting():
     assert best["fp32"].measurement.envs_per_actor == 8 and best["fp32"].delivered == 1000
     assert best["int8"].delivered == 1024  # capped by the learner: 1024 samples/s at spi 1
     assert choice.as_dict()["best_against_best"]["int8"] == pytest.approx(1.024)
+    assert "best against best at spi 1, int8 is 1.02x fp32" in choice.reasons[-1]
 
 
 def test_shared_cores_and_own_cores_are_compared_as_settings():
