@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optional(bench, bench_sub, "actorq.studies.cli", "add_bench_parser")
     _add_optional(parser, sub, "actorq.studies.cli", "add_subcommands")
     _add_optional(parser, sub, "actorq.report.cli", "add_subcommands")
+    _add_optional(parser, sub, "actorq.bench.plan", "add_parser")
     experiment.add_parser(sub)
     return parser
 

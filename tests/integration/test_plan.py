@@ -1,0 +1,49 @@
+"""``actorq plan --quick`` end to end: kernels verified, learner and actors timed beside each other on every split
+of this machine's cores, predictions written as JSON and a plot, and a named setting the config system accepts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from actorq.bench.plan_model import make_splits
+from actorq.config import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = "configs/dqn/gym_cartpole.yaml"
+
+
+@pytest.mark.slow
+def test_plan_quick_times_every_split_and_names_a_setting_the_config_accepts(tmp_path):
+    out, png = tmp_path / "plan.json", tmp_path / "plan.png"
+    result = subprocess.run(
+        [sys.executable, "-m", "actorq.cli", "plan", CONFIG, "network.policy_layers=[64,64]", "--quick"]
+        + ["--precisions", "fp32,int8", "--spi", "0.25,8", "--seconds", "1"]
+        + ["--json", str(out), "--plot", str(png)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, ACTORQ_KERNEL_CACHE="none"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    meta = doc["meta"]
+    assert doc["kind"] == "plan" and meta["quick"] is True and set(meta["kernels"]) == {"fp32", "int8"}
+    # 2 cores: the learner on one and the actors on the other, then both sharing both.
+    assert meta["splits"] == [s.name for s in make_splits(sorted(os.sched_getaffinity(0)))]
+    cells = {(m["split"]["name"], m["precision"]) for m in meta["measurements"]}
+    assert cells == {(s, p) for s in meta["splits"] for p in ("fp32", "int8")}
+    assert all(m["supply"] > 0 and m["capacity"] > 0 and m["kernel"] for m in meta["measurements"])
+    # Every measurement at every spi (the config's 8 is in the list), each against fp32 at its own setting.
+    assert len(doc["summary"]) == len(cells) * 2
+    assert all(r["speedup_vs_fp32"] == 1.0 for r in doc["summary"] if r["precision"] == "fp32")
+    setting = meta["recommendation"]["setting"]
+    load_config(ROOT / CONFIG, setting["overrides"])  # the named setting is a valid run of this config
+    assert ("best setting:" in result.stdout) or ("will not help" in result.stdout)
+    assert png.read_bytes()[:4] == b"\x89PNG"
