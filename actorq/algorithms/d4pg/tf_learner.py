@@ -69,7 +69,7 @@ def build(
     acme_adapter.create_adam_slots(policy_opt, policy.trainable_variables)
     acme_adapter.create_adam_slots(critic_opt, critic.trainable_variables)
     if config.learner.jit_optimizer:
-        acme_adapter.wrap_d4pg_optimizers(learner, CompiledOptimizer)
+        acme_adapter.wrap_actor_critic_optimizers(learner, CompiledOptimizer)
     objects = {
         "counter": counter,
         "policy": policy,
