@@ -65,7 +65,7 @@ def _fields_without_docstring(cls: type) -> list[str]:
     return missing
 
 
-@pytest.fixture(params=["d4pg", "dqn", softmax_dqn.NAME])
+@pytest.fixture(params=[*algorithms.names(), softmax_dqn.NAME])  # every built-in (its package) and the plugin
 def algo(request) -> Algorithm:
     if request.param == softmax_dqn.NAME:
         request.getfixturevalue("stub")
