@@ -41,9 +41,14 @@ def stub():
 
 
 def _config(name: str):
+    """A small config of the algorithm: tiny networks for D4PG and DQN, the first one it ships otherwise."""
     if name == softmax_dqn.NAME:
         return config_from_dict(softmax_dqn.CONFIG)
-    return tiny_config(name)
+    if name in ("d4pg", "dqn"):
+        return tiny_config(name)
+    shipped = sorted(ROOT.glob(f"configs/{name}/*.yaml"))
+    assert shipped, f"algorithm {name} ships no config under configs/{name}/"
+    return load_config(shipped[0])
 
 
 def _module_source(module: str) -> str:
