@@ -173,7 +173,7 @@ reproduce-cpu: $(STAMP)
 	  [ $$status -eq 130 ] || $(CPU_GRID) configs/dqn/gym_acrobot.yaml --sweep replay.samples_per_insert=1,8 \
 	    --max-minutes 8 --out $(REPRODUCE_CPU_OUT)/dqn_acrobot $(call cpu_records,dqn_acrobot) || status=$$?; \
 	  [ $$status -eq 130 ] || $(CPU_GRID) configs/d4pg/dmc_walker_stand.yaml learner.batch_size=64 \
-	    learner.critic_lr=3e-4 --sweep replay.samples_per_insert=8,32 --max-minutes 15 \
+	    d4pg.critic_lr=3e-4 --sweep replay.samples_per_insert=8,32 --max-minutes 15 \
 	    --out $(REPRODUCE_CPU_OUT)/d4pg_walker_stand $(call cpu_records,d4pg_walker_stand) || status=$$?; \
 	  tasks="$(call cpu_task,dqn_cartpole) $(call cpu_task,dqn_acrobot) $(call cpu_task,d4pg_walker_stand)"; \
 	fi; \

@@ -39,7 +39,8 @@ def tiny_config(algorithm: str = "dqn", **changes):
         data = {
             "algorithm": "d4pg",
             "env": {"suite": "dmc", "task": "cartpole:balance", "max_episode_steps": 100},
-            "network": {"policy_layers": [32, 32], "critic_layers": [32, 32]},
+            "network": {"policy_layers": [32, 32]},
+            "d4pg": {"critic_layers": [32, 32]},
             "replay": {"min_size": 50, "max_size": 10000, "samples_per_insert": 0, "n_step": 3},
             "learner": {"batch_size": 16, "publish_period": 5, "checkpoint_period_s": 0},
             "actor": {"precision": "int8", "num_actors": 2, "update_period": 20},

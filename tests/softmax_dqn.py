@@ -1,9 +1,10 @@
-"""A test-only third algorithm, to show that a new algorithm is one module plus its configs.
+"""A test-only plugin algorithm, to show that an algorithm outside ``actorq`` is one module plus its config.
 
 Softmax DQN: DQN's learner, networks and Q-values, but its actors explore by sampling an action from
-``softmax(Q / temperature)`` (Boltzmann exploration) with temperatures spread over the exploration streams, and its
-kernels are held to half of DQN's Q-value bounds. Nothing outside this module knows it exists: the test registers
-it, loads a config with ``algorithm: softmax_dqn`` and runs every role through the in-process launcher.
+``softmax(Q / temperature)`` (Boltzmann exploration) with temperatures spread over the exploration streams up to
+its own setting ``softmax_dqn.temperature_max``, and its kernels are held to half of DQN's Q-value bounds. Nothing
+inside ``actorq`` knows it exists: a test registers it in-process, or declares it as an entry point
+(:data:`ENTRY_POINT`) of a distribution on ``PYTHONPATH`` so that every process of a run finds it.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from typing import Any
 import numpy as np
 
 from actorq.algorithms import dqn
-from actorq.algorithms.base import Algorithm, PolicyNetwork, Ref, VerificationResult
+from actorq.algorithms.base import Algorithm, PolicyNetwork, Ref, VerificationResult, check_positive
 
 NAME = "softmax_dqn"
+ENTRY_POINT = f"{NAME} = tests.softmax_dqn:ALGORITHM"
+"""Its line under ``[actorq.algorithms]`` in a distribution's ``entry_points.txt``."""
 
 
 @dataclass(frozen=True)
-class SoftmaxDQNSettings:
-    """Softmax DQN's own settings (its learner's are DQN's)."""
+class SoftmaxDQNSettings(dqn.DQNSettings):
+    """Softmax DQN's section ``softmax_dqn:``: DQN's settings (its learner is DQN's) plus its own."""
 
     temperature_max: float = 1.0
     """Largest exploration temperature: stream i of n samples with ``temperature_max * (i + 1) / n``."""
@@ -37,16 +40,17 @@ class SoftmaxDQN(Algorithm):
     network = PolicyNetwork(
         first_layer_norm=False, activation="relu", bounded_output=False, tf_scope="q_network"
     )
-    learner_builder = Ref("actorq.learners", "build_dqn_learner")
-    tf_networks = Ref("actorq.networks.tf_nets", "make_dqn_network")
-    torch_policy = Ref("actorq.networks.torch_nets", "q_network")
+    learner_builder = Ref("actorq.algorithms.dqn.tf_learner", "build")
+    tf_networks = Ref("actorq.algorithms.dqn.tf_networks", "make_network")
+    torch_policy = Ref("actorq.algorithms.dqn.torch_policy", "make")
     verification_bounds = {k: v / 2 for k, v in dqn.BOUNDS.items()}
 
     def __init__(self) -> None:
         self.calls = {"explore": 0, "greedy": 0, "verify": 0, "mapping_rows": 0}
 
-    def settings(self, config: Any) -> SoftmaxDQNSettings:
-        return SoftmaxDQNSettings()
+    def validate(self, settings: SoftmaxDQNSettings) -> None:
+        dqn.validate_settings(settings, NAME)
+        check_positive(f"{NAME}.temperature_max", settings.temperature_max)
 
     def mapping_rows(self, layers: tuple[int, ...], prefix: str) -> list[tuple[str, str, bool]]:
         self.calls["mapping_rows"] += 1
@@ -83,5 +87,9 @@ CONFIG = {
     "log_period_s": 0.5,
     "max_minutes": 3,
     "max_actor_steps": 600,
+    NAME: {"temperature_max": 0.5},
 }
 """Its config (what a ``configs/softmax_dqn/gym_cartpole.yaml`` would hold), with tiny networks for tests."""
+
+ALGORITHM = SoftmaxDQN()
+"""The instance its entry point names (a process that finds it by entry point uses this one)."""

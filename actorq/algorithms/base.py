@@ -1,11 +1,13 @@
-"""What every algorithm module provides: the :class:`Algorithm` interface and the pieces it is made of.
+"""What every algorithm package provides: the :class:`Algorithm` interface and the pieces it is made of.
 
-An algorithm is one module under ``actorq/algorithms/`` (see :mod:`actorq.algorithms.d4pg`): a subclass of
-:class:`Algorithm` that says which kind of actions it learns, its config section, its actor policy's architecture,
-its action head and exploration, its evaluation rule and its kernel-verification bound, and names its framework
-pieces (the TF learner builder and networks, the torch policy) by :class:`Ref`. This package sits at level 0 of the
-layering (numpy only), so every other layer can ask it; the references are resolved only by the side that uses
-them (the learner resolves TensorFlow ones, actors torch ones), so neither ever imports the other's framework.
+An algorithm is one package under ``actorq/algorithms/`` (see :mod:`actorq.algorithms.d4pg`) or a plugin's package
+found by entry point. Its ``__init__`` (numpy only, level 0) holds a subclass of :class:`Algorithm` that says which
+kind of actions it learns, its config section and how to validate it, its actor policy's architecture and TF ->
+torch mapping, its action head and exploration, its evaluation rule and its kernel-verification bound, and names
+its framework pieces by :class:`Ref`: the TF learner builder and networks (``tf_*.py`` modules: TensorFlow and
+Acme, never torch) and the torch policy (``torch_*.py``: torch, never TensorFlow). The references are resolved
+only by the side that uses them (the learner resolves TensorFlow ones, actors torch ones), so neither ever imports
+the other's framework (``tests/unit/test_import_rules.py`` enforces it by these file names).
 """
 
 from __future__ import annotations
@@ -80,9 +82,25 @@ class VerificationResult:
     """Human-readable: the measure, the bound and anything else the rule checked."""
 
 
+def check_positive(key: str, value: float, allow_zero: bool = False) -> None:
+    """A settings check: ``value`` must be > 0 (>= 0 with ``allow_zero``).
+
+    Raises:
+        ValueError: It is not; the message names ``key`` (the YAML key, e.g. ``d4pg.policy_lr``).
+    """
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{key}={value!r} must be {'>= 0' if allow_zero else '> 0'}")
+
+
+def check_widths(key: str, widths: tuple[int, ...]) -> None:
+    """A settings check: ``widths`` must be a non-empty list of positive layer widths (ValueError naming ``key``)."""
+    if not widths or any(w <= 0 for w in widths):
+        raise ValueError(f"{key}={list(widths)} must be a non-empty list of positive widths")
+
+
 class Algorithm(abc.ABC):
-    """One learning algorithm. Subclasses set the class attributes and implement the methods; register an
-    instance with :func:`actorq.algorithms.register`."""
+    """One learning algorithm. Subclasses set the class attributes and implement the methods; its package exports
+    an instance as ``ALGORITHM`` (how :mod:`actorq.algorithms` finds it)."""
 
     name: ClassVar[str]
     """The ``algorithm:`` value of a config."""
@@ -91,12 +109,17 @@ class Algorithm(abc.ABC):
     summary: ClassVar[str]
     """One line for help texts and error messages."""
     section: ClassVar[type]
-    """Its config section: a frozen dataclass with only the settings it uses (built by :meth:`settings`)."""
+    """Its config section: a frozen dataclass, every field with a default and a docstring, holding only the settings
+    it uses besides the shared sections. In YAML it is the section named after the algorithm (``d4pg:``); the
+    loaded config carries it as ``config.settings`` (read it with :meth:`settings`)."""
+    legacy_keys: ClassVar[dict[str, str]] = {}
+    """Keys where configs written before algorithms had their own section kept its settings (``learner.policy_lr``)
+    -> the section's field they now are (``policy_lr``): recorded runs' ``config.yaml`` still load."""
     network: ClassVar[PolicyNetwork]
     """The actor policy's architecture."""
     learner_builder: ClassVar[Ref]
     """``build(config, environment_spec, replay_address, counter, results, checkpoint_dir) -> AcmeLearner``
-    (TensorFlow; resolved only in the learner)."""
+    (TensorFlow; resolved only in the learner; every builder takes exactly these argument names)."""
     tf_networks: ClassVar[Ref]
     """The TF network builder the learner builder uses (Acme's networks with stable variable names)."""
     torch_policy: ClassVar[Ref]
@@ -105,9 +128,28 @@ class Algorithm(abc.ABC):
     verification_bounds: ClassVar[dict[str, float]]
     """Largest error :meth:`verify` accepts per precision (``fp32``, ``fp16``, ``int8``)."""
 
-    @abc.abstractmethod
     def settings(self, config: Any) -> Any:
-        """This algorithm's section (:attr:`section`) read from an experiment config."""
+        """This algorithm's section (:attr:`section`) of an experiment config; its defaults when the config has none.
+
+        Raises:
+            ValueError: The config carries another algorithm's section.
+        """
+        settings = getattr(config, "settings", None)
+        if settings is None:
+            return self.section()
+        if not isinstance(settings, self.section):
+            raise ValueError(
+                f"the config's settings are a {type(settings).__name__}, not {self.name}'s {self.section.__name__}"
+            )
+        return settings
+
+    @abc.abstractmethod
+    def validate(self, settings: Any) -> None:
+        """Check the section's values (ranges, orderings) before any process starts.
+
+        Raises:
+            ValueError: A value is invalid; the message names its YAML key (``<name>.<field>``) and what is allowed.
+        """
 
     @abc.abstractmethod
     def mapping_rows(self, layers: tuple[int, ...], prefix: str) -> list[tuple[str, str, bool]]:

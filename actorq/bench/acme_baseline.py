@@ -30,7 +30,7 @@ from actorq.launchers import orchestration
 
 QUICK_OVERRIDES = [
     "network.policy_layers=[256,256]",
-    "network.critic_layers=[256,256]",
+    "d4pg.critic_layers=[256,256]",
     "evaluator.period_s=10",
 ]
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from actorq.algorithms.d4pg import ALGORITHM as D4PG
 from actorq.config import ExperimentConfig, save_config
 from actorq.metrics import MetricsWriter, evaluation_row, read_metrics
 
@@ -35,11 +36,11 @@ def environment_factory(config: ExperimentConfig, evaluation: bool):
 
 
 def network_factory(config: ExperimentConfig, action_spec):
-    from actorq.networks.tf_nets import make_d4pg_networks
+    from actorq.algorithms.d4pg.tf_networks import make_networks
 
-    net = config.network
-    return make_d4pg_networks(
-        action_spec, net.policy_layers, net.critic_layers, net.vmin, net.vmax, net.num_atoms
+    d4pg = D4PG.settings(config)
+    return make_networks(
+        action_spec, config.network.policy_layers, d4pg.critic_layers, d4pg.vmin, d4pg.vmax, d4pg.num_atoms
     )
 
 
@@ -119,7 +120,7 @@ def make_program(config: ExperimentConfig, run_dir: str):
     check_surface()
 
     n = config.actor.num_actors
-    sigma = float(np.mean([config.actor.sigma_max * (i + 1) / n for i in range(n)]))
+    sigma = float(np.mean([D4PG.settings(config).sigma_max * (i + 1) / n for i in range(n)]))
 
     class Baseline(DistributedD4PG):
         def counter(self):  # no CheckpointingRunner: nothing written to ~/acme
@@ -134,8 +135,8 @@ def make_program(config: ExperimentConfig, run_dir: str):
             builder = d4pg_agent.D4PGBuilder(
                 dataclasses.replace(
                     parts.builder_config,
-                    policy_optimizer=snt.optimizers.Adam(config.learner.policy_lr),
-                    critic_optimizer=snt.optimizers.Adam(config.learner.critic_lr),
+                    policy_optimizer=snt.optimizers.Adam(D4PG.settings(config).policy_lr),
+                    critic_optimizer=snt.optimizers.Adam(D4PG.settings(config).critic_lr),
                 )
             )
             logger = RunDirLogger(run_dir, "learner", "learner_steps", config.log_period_s)

@@ -8,11 +8,13 @@ overrides, validates, and returns an :class:`ExperimentConfig`. Unknown keys and
 The choices and dataclasses are defined in :mod:`actorq.config.schema`; coercion, overrides, validation and
 load/save in :mod:`actorq.config.loading`. Import from ``actorq.config``, which re-exports both.
 
-Example YAML::
+The algorithm's own settings are the section named after it, defined and checked by its package
+(:mod:`actorq.algorithms`); the other sections are shared by every algorithm. Example YAML::
 
     algorithm: d4pg
     env: {suite: dmc, task: "cartpole:balance"}
     actor: {precision: int8, num_actors: 2}
+    d4pg: {critic_lr: 3.0e-4}
 """
 
 from actorq.config.loading import (

@@ -90,8 +90,11 @@ def _build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
 
 
 def to_dict(config: Any) -> dict[str, Any]:
-    """Plain-dict (JSON/YAML-serialisable) form of a config dataclass."""
+    """Plain-dict (JSON/YAML-serialisable) form of a config dataclass; an experiment config's algorithm settings go
+    under the algorithm's name, as :func:`config_from_dict` reads them."""
     out = dataclasses.asdict(config)
+    if isinstance(config, ExperimentConfig):
+        out[config.algorithm] = out.pop("settings")
 
     def fix(x: Any) -> Any:
         if isinstance(x, dict):
@@ -145,6 +148,7 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
 
     _check_finite(config)
     choice("algorithm", config.algorithm, algorithms.names())
+    config = _validate_settings(config)
     choice("env.suite", config.env.suite, SUITES)
     choice("actor.precision", config.actor.precision, (*PRECISIONS, "auto"))
     if config.actor.precision == "auto":
@@ -176,17 +180,11 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
     positive("max_minutes", config.max_minutes, allow_zero=True)
     positive("max_actor_steps", config.max_actor_steps, allow_zero=True)
     for key, (value, allow_zero) in {
-        "learner.policy_lr": (config.learner.policy_lr, False),
-        "learner.critic_lr": (config.learner.critic_lr, False),
-        "learner.learning_rate": (config.learner.learning_rate, False),
         "learner.target_update_period": (config.learner.target_update_period, False),
-        "learner.huber_loss_parameter": (config.learner.huber_loss_parameter, False),
-        "learner.max_gradient_norm": (config.learner.max_gradient_norm, True),
         "learner.checkpoint_period_s": (config.learner.checkpoint_period_s, True),
         "learner.max_steps": (config.learner.max_steps, True),
         "evaluator.period_s": (config.evaluator.period_s, False),
         "evaluator.episodes": (config.evaluator.episodes, False),
-        "actor.sigma_max": (config.actor.sigma_max, True),
         "quantizer.poll_interval_s": (config.quantizer.poll_interval_s, False),
         "replay.rate_limiter_timeout_s": (config.replay.rate_limiter_timeout_s, False),
         "replay.error_buffer": (config.replay.error_buffer, True),
@@ -196,35 +194,36 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
         "seed": (config.seed, True),
     }.items():
         positive(key, value, allow_zero)
-    if not 0 <= config.replay.importance_sampling_exponent <= 1:
-        raise ConfigError(
-            f"replay.importance_sampling_exponent={config.replay.importance_sampling_exponent} must be in [0, 1]"
-        )
     if not 0 <= config.replay.port <= 65535:
         raise ConfigError(
             f"replay.port={config.replay.port} must be 0 (pick a free one) or a port up to 65535"
         )
-    if config.network.num_atoms < 2:
-        raise ConfigError(f"network.num_atoms={config.network.num_atoms} must be >= 2")
-    for key in ("policy_layers", "critic_layers"):
-        widths = getattr(config.network, key)
-        if not widths or any(w <= 0 for w in widths):
-            raise ConfigError(f"network.{key}={list(widths)} must be a non-empty list of positive widths")
+    widths = config.network.policy_layers
+    if not widths or any(w <= 0 for w in widths):
+        raise ConfigError(f"network.policy_layers={list(widths)} must be a non-empty list of positive widths")
     if not 0 < config.replay.discount <= 1:
         raise ConfigError(f"replay.discount={config.replay.discount} must be in (0, 1]")
     if config.replay.min_size > config.replay.max_size:
         raise ConfigError("replay.min_size must not exceed replay.max_size")
     _validate_ray(config)
-    if not 0 <= config.actor.epsilon_min <= config.actor.epsilon_max <= 1:
-        raise ConfigError("need 0 <= actor.epsilon_min <= actor.epsilon_max <= 1")
-    if config.network.vmin >= config.network.vmax:
-        raise ConfigError("network.vmin must be below network.vmax")
     for role in ("replay", "learner", "quantizer", "actor", "evaluator"):
         cpus = getattr(config.affinity, role)
         if any(c < 0 for c in cpus) or len(set(cpus)) != len(cpus):
             raise ConfigError(
                 f"affinity.{role}={list(cpus)} must list distinct CPU numbers >= 0 (empty: any)"
             )
+    return config
+
+
+def _validate_settings(config: ExperimentConfig) -> ExperimentConfig:
+    """The algorithm's own section: its type (its defaults when the config has none) and its own checks."""
+    algo = algorithms.get(config.algorithm)
+    if config.settings is None:
+        config = dataclasses.replace(config, settings=algo.section())
+    try:
+        algo.validate(algo.settings(config))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return config
 
 
@@ -286,12 +285,49 @@ def _check_action_kind(config: ExperimentConfig) -> None:
         )
 
 
+def _migrate_legacy_keys(data: dict[str, Any], name: str) -> dict[str, Any]:
+    """Move settings that configs kept in shared sections before algorithms had their own (``learner.policy_lr``)
+    into the algorithm's section (``d4pg.policy_lr``), so recorded runs' ``config.yaml`` load; other algorithms'
+    such keys (an old config wrote every field) are dropped. Any algorithm's ``legacy_keys`` say which."""
+    legacy = {
+        key: (n, algorithms.get(n).legacy_keys[key])
+        for n in algorithms.names()
+        for key in algorithms.get(n).legacy_keys
+    }
+    for key, (owner, field_name) in legacy.items():
+        section, _, leaf = key.partition(".")
+        node = data.get(section)
+        if not isinstance(node, dict) or leaf not in node:
+            continue
+        value = node.pop(leaf)
+        if owner == name:
+            own = data.setdefault(name, {})
+            if isinstance(own, dict):
+                own.setdefault(field_name, value)
+    return data
+
+
+def _build_experiment(data: dict[str, Any]) -> ExperimentConfig:
+    """An :class:`ExperimentConfig` from a raw mapping whose algorithm's section is under the algorithm's name."""
+    data = dict(data)
+    name = data.get("algorithm", ExperimentConfig.algorithm)
+    if not isinstance(name, str) or name not in algorithms.names():
+        raise ConfigError(f"algorithm={name!r} is not valid; choose one of: {', '.join(algorithms.names())}")
+    if "settings" in data:
+        raise ConfigError(f"the algorithm's settings go under its name ({name}: ...), not under settings")
+    algo = algorithms.get(name)
+    data = _migrate_legacy_keys(data, name)
+    section = data.pop(name, None)
+    settings = algo.section() if section is None else _coerce(section, algo.section, name)
+    return dataclasses.replace(_build(ExperimentConfig, data), settings=settings)
+
+
 def config_from_dict(data: dict[str, Any], overrides: list[str] | None = None) -> ExperimentConfig:
     """Build and validate a config from a raw mapping plus overrides."""
     if not isinstance(data, dict):
         raise ConfigError(f"a config must be a mapping of keys to values, got {type(data).__name__}")
     data = apply_overrides(data, overrides or [])
-    return validate(_build(ExperimentConfig, data))
+    return validate(_build_experiment(data))
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:

@@ -7,6 +7,7 @@ sections for nested dataclasses). Loading, overriding and validating them is :mo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 PRECISIONS = ("fp32", "fp16", "int8")
 """Actor inference precisions (``actor.precision`` also takes ``auto``: the fastest that verifies, see KERNELS)."""
@@ -54,15 +55,8 @@ class EnvConfig:
 @dataclass(frozen=True)
 class NetworkConfig:
     policy_layers: tuple[int, ...] = (2048, 2048, 2048)
-    """Hidden widths of the policy (D4PG) or Q-network (DQN). The ActorQ paper used 3 x 2048."""
-    critic_layers: tuple[int, ...] = (512, 512, 256)
-    """Hidden widths of the D4PG critic (learner only). The paper used hidden size 512."""
-    vmin: float = -150.0
-    """Lower bound of the D4PG distributional critic's support."""
-    vmax: float = 150.0
-    """Upper bound of the D4PG distributional critic's support."""
-    num_atoms: int = 51
-    """Number of atoms of the D4PG distributional critic."""
+    """Hidden widths of the actors' policy (a policy or Q-network, per algorithm). The ActorQ paper used 3 x 2048.
+    An algorithm's other networks (a critic) are sized in its own section."""
 
 
 @dataclass(frozen=True)
@@ -77,11 +71,10 @@ class ReplayConfig:
     """Tolerance of the samples-per-insert limiter in samples; 0 picks
     max(0.1 * min_size * samples_per_insert, 2 * learner.batch_size, 2 * samples_per_insert) (replay.tables)."""
     prioritized: bool = False
-    """Use a prioritized sampler (DQN default) instead of uniform (D4PG default)."""
+    """Use a prioritized sampler instead of uniform (an algorithm's learner may write priorities back: DQN's
+    does)."""
     priority_exponent: float = 0.6
     """Prioritized replay exponent alpha."""
-    importance_sampling_exponent: float = 0.2
-    """Prioritized replay importance-sampling exponent beta (DQN learner)."""
     n_step: int = 5
     """N of the n-step transitions written by actors."""
     discount: float = 0.99
@@ -96,21 +89,10 @@ class ReplayConfig:
 class LearnerConfig:
     batch_size: int = 256
     """Minibatch size sampled from replay."""
-    policy_lr: float = 1e-4
-    """D4PG policy learning rate."""
-    critic_lr: float = 1e-4
-    """D4PG critic learning rate."""
-    learning_rate: float = 1e-3
-    """DQN learning rate."""
     target_update_period: int = 100
     """Learner steps between target-network updates."""
     publish_period: int = 100
     """Learner steps between pushes of fp32 weights to the quantizer."""
-    max_gradient_norm: float = 0.0
-    """DQN: clip gradients to this global norm; 0 disables. D4PG ignores it: Acme's D4PG learner always clips
-    both networks' gradients at global norm 40 (and dQ/da at 1)."""
-    huber_loss_parameter: float = 1.0
-    """DQN Huber loss delta."""
     checkpoint_period_s: float = 60.0
     """Seconds between learner checkpoints (Acme checkpointer); 0 disables."""
     max_steps: int = 0
@@ -169,13 +151,6 @@ class ActorConfig:
     """Env steps between pulls of a new weight message (the paper's model pull frequency)."""
     async_update: bool = False
     """Pull and prepare new weights on a background thread so the env loop never stalls."""
-    sigma_max: float = 0.2
-    """D4PG: actor i of N explores with Gaussian sigma_max * (i + 1) / N, evenly over (0, sigma_max] (the paper:
-    0 to 0.2; the zero end is left out so that no actor's experience is noise-free)."""
-    epsilon_min: float = 0.01
-    """DQN: smallest per-actor epsilon (actors spread log-uniformly between epsilon_min and epsilon_max)."""
-    epsilon_max: float = 0.3
-    """DQN: largest per-actor epsilon."""
     threads: int = 1
     """Intra-op threads for torch inference per actor."""
     kernel: str = "auto"
@@ -237,8 +212,11 @@ class AffinityConfig:
 @dataclass(frozen=True)
 class ExperimentConfig:
     algorithm: str = "d4pg"
-    """Learning algorithm, a name registered in ``actorq.algorithms``: d4pg (continuous control) or dqn
-    (discrete actions)."""
+    """Learning algorithm, a name registered in ``actorq.algorithms`` (built in or a plugin): e.g. d4pg
+    (continuous control) or dqn (discrete actions)."""
+    settings: Any = None
+    """The algorithm's own section (its ``Algorithm.section`` dataclass, checked by its ``validate``). In YAML it is
+    the section named after the algorithm (``d4pg: {critic_lr: 3e-4}``); left out, the algorithm's defaults."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """The task."""
     network: NetworkConfig = field(default_factory=NetworkConfig)

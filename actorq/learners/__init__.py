@@ -1,8 +1,8 @@
-"""Full-precision TensorFlow learners built on Acme's own D4PG and DQN learners (never torch).
+"""Full-precision TensorFlow learners built on Acme's own TF learners (never torch): what every algorithm shares.
 
 ``make_learner(config, environment_spec, replay_address, checkpoint_dir)`` asks the config's algorithm
-(:mod:`actorq.algorithms`) for its learner builder (``build_d4pg_learner``, ``build_dqn_learner`` here, one
-signature) and returns an :class:`AcmeLearner`:
+(:mod:`actorq.algorithms`) for its learner builder (``actorq/algorithms/<name>/tf_learner.py``: ``build``, one
+signature for all) and returns the :class:`AcmeLearner` it builds:
 ``step()`` takes one Acme learner step, ``get_variables()`` returns the policy's fp32 variables keyed by their TF
 names (what ``actorq.networks.mapping`` converts to torch keys), ``save(force)`` checkpoints learner variables,
 optimizer state and counters through Acme's checkpointer (restored automatically on construction).
@@ -10,7 +10,6 @@ optimizer state and counters through Acme's checkpointer (restored automatically
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -20,16 +19,12 @@ import numpy as np
 import sonnet as snt
 import tensorflow as tf
 from acme import specs as acme_specs
-from acme.agents.tf.d4pg import learning as d4pg_learning
-from acme.agents.tf.dqn import learning as dqn_learning
 from acme.tf import savers as tf2_savers
-from acme.tf import utils as tf2_utils
 from acme.utils import counting
 
 from actorq import algorithms
 from actorq.config import ExperimentConfig
 from actorq.learners import acme_adapter
-from actorq.learners.dense import use_einsum_dense
 from actorq.networks import tf_nets
 
 log = logging.getLogger(__name__)
@@ -95,7 +90,7 @@ def make_update_function(learner: Any, acme_class: type, jit_compile: bool = Fal
     return tf.function(update, jit_compile=jit_compile)
 
 
-class _CompiledOptimizer:
+class CompiledOptimizer:
     """Stands in for a Sonnet optimizer inside an Acme learner: ``apply`` runs as one XLA-compiled function.
 
     Only where Acme's step calls ``apply``: the optimizer itself (its slots, its checkpoint) is unchanged.
@@ -200,134 +195,6 @@ class AcmeLearner:
     @property
     def policy_module(self) -> snt.Module:
         return self._policy
-
-
-def build_d4pg_learner(
-    config: ExperimentConfig,
-    spec: acme_specs.EnvironmentSpec,
-    replay_address: str,
-    counter: counting.Counter,
-    results: Any,
-    checkpoint_dir: str | Path | None,
-) -> AcmeLearner:
-    """Acme's D4PG learner on :mod:`actorq.algorithms.d4pg`'s settings (its ``learner_builder``)."""
-    from actorq.replay.experience import make_dataset_iterator
-
-    d4pg = algorithms.get("d4pg").settings(config)
-    iterator = make_dataset_iterator(replay_address, config)
-    nets = tf_nets.make_d4pg_networks(
-        spec.actions, config.network.policy_layers, d4pg.critic_layers, d4pg.vmin, d4pg.vmax, d4pg.num_atoms
-    )
-    policy, critic = nets["policy"], nets["critic"]
-    if config.learner.einsum_dense:
-        use_einsum_dense(policy, critic)
-    target_policy, target_critic = copy.deepcopy(policy), copy.deepcopy(critic)
-    for net in (policy, target_policy):
-        tf2_utils.create_variables(net, [spec.observations])
-    for net in (critic, target_critic):
-        tf2_utils.create_variables(net, [spec.observations, spec.actions])
-    policy_opt = snt.optimizers.Adam(d4pg.policy_lr)
-    critic_opt = snt.optimizers.Adam(d4pg.critic_lr)
-    learner = d4pg_learning.D4PGLearner(
-        policy_network=policy,
-        critic_network=critic,
-        target_policy_network=target_policy,
-        target_critic_network=target_critic,
-        discount=config.replay.discount,
-        target_update_period=config.learner.target_update_period,
-        dataset_iterator=iterator,
-        policy_optimizer=policy_opt,
-        critic_optimizer=critic_opt,
-        clipping=True,
-        counter=counter,
-        logger=results,
-        checkpoint=False,
-    )
-    # Adam slots are created lazily; create them now so a checkpoint restore has somewhere to go (and so no
-    # variable is created inside a compiled apply).
-    acme_adapter.create_adam_slots(policy_opt, policy.trainable_variables)
-    acme_adapter.create_adam_slots(critic_opt, critic.trainable_variables)
-    if config.learner.jit_optimizer:
-        acme_adapter.wrap_d4pg_optimizers(learner, _CompiledOptimizer)
-    objects = {
-        "counter": counter,
-        "policy": policy,
-        "critic": critic,
-        "target_policy": target_policy,
-        "target_critic": target_critic,
-        "policy_optimizer": policy_opt,
-        "critic_optimizer": critic_opt,
-        "num_steps": acme_adapter.num_steps(learner),
-    }
-    targets = (
-        (*critic.variables, *policy.variables),
-        (*target_critic.variables, *target_policy.variables),
-    )
-    return AcmeLearner(
-        learner,
-        policy,
-        counter,
-        results,
-        objects,
-        checkpoint_dir,
-        config.learner.checkpoint_period_s,
-        acme_class=d4pg_learning.D4PGLearner,
-        jit_compile=config.learner.jit_compile,
-        target_pairs=targets,
-    )
-
-
-def build_dqn_learner(
-    config: ExperimentConfig,
-    spec: acme_specs.EnvironmentSpec,
-    address: str,
-    counter: counting.Counter,
-    results: Any,
-    checkpoint_dir: str | Path | None,
-) -> AcmeLearner:
-    """Acme's DQN learner on :mod:`actorq.algorithms.dqn`'s settings (its ``learner_builder``)."""
-    from actorq.replay.client import new_client
-    from actorq.replay.experience import make_dataset
-
-    dqn = algorithms.get("dqn").settings(config)
-    network = tf_nets.make_dqn_network(spec.actions.num_values, config.network.policy_layers)
-    if config.learner.einsum_dense:
-        use_einsum_dense(network)
-    target = copy.deepcopy(network)
-    for net in (network, target):
-        tf2_utils.create_variables(net, [spec.observations])
-    learner = dqn_learning.DQNLearner(
-        network=network,
-        target_network=target,
-        discount=config.replay.discount,
-        importance_sampling_exponent=dqn.importance_sampling_exponent,
-        learning_rate=dqn.learning_rate,
-        target_update_period=config.learner.target_update_period,
-        dataset=make_dataset(address, config),
-        huber_loss_parameter=dqn.huber_loss_parameter,
-        # Acme's DQN learner writes |TD error| priorities back to the table after every step.
-        replay_client=new_client(address) if config.replay.prioritized else None,
-        counter=counter,
-        logger=results,
-        checkpoint=False,
-        max_gradient_norm=dqn.max_gradient_norm or None,
-    )
-    objects = dict(learner.state)  # the real optimizer (Acme makes its Adam slots eagerly) is what is saved
-    objects["counter"] = counter
-    if config.learner.jit_optimizer:
-        acme_adapter.wrap_dqn_optimizer(learner, _CompiledOptimizer)
-    return AcmeLearner(
-        learner,
-        network,
-        counter,
-        results,
-        objects,
-        checkpoint_dir,
-        config.learner.checkpoint_period_s,
-        acme_class=dqn_learning.DQNLearner,
-        jit_compile=config.learner.jit_compile,
-        target_pairs=(tuple(network.variables), tuple(target.variables)),
-    )
 
 
 def make_learner(

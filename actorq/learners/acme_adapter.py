@@ -15,14 +15,21 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+ACTOR_CRITIC_MEMBERS: tuple[tuple[str, str], ...] = (
+    ("_step", "step"),
+    ("_iterator", "attribute"),
+    ("_num_steps", "attribute"),
+    ("_policy_optimizer", "attribute"),
+    ("_critic_optimizer", "attribute"),
+)
+"""What ActorQ uses of an Acme TF actor-critic learner (D4PG's, and any with the same members): its step, dataset
+iterator, step counter and two optimizers. An algorithm's learner builder checks its class with
+:func:`check_learner_class`."""
+
 # (class path, member, how it must look): "method" a callable on the class; "step" a tf.function whose Python body
 # takes only ``self``; "attribute" a ``self.<member> = ...`` assignment in the class's ``__init__``.
 _SURFACE: tuple[tuple[str, str, str], ...] = (
-    ("acme.agents.tf.d4pg.learning.D4PGLearner", "_step", "step"),
-    ("acme.agents.tf.d4pg.learning.D4PGLearner", "_iterator", "attribute"),
-    ("acme.agents.tf.d4pg.learning.D4PGLearner", "_num_steps", "attribute"),
-    ("acme.agents.tf.d4pg.learning.D4PGLearner", "_policy_optimizer", "attribute"),
-    ("acme.agents.tf.d4pg.learning.D4PGLearner", "_critic_optimizer", "attribute"),
+    *(("acme.agents.tf.d4pg.learning.D4PGLearner", member, kind) for member, kind in ACTOR_CRITIC_MEMBERS),
     ("acme.agents.tf.dqn.learning.DQNLearner", "_step", "step"),
     ("acme.agents.tf.dqn.learning.DQNLearner", "_iterator", "attribute"),
     ("acme.agents.tf.dqn.learning.DQNLearner", "_optimizer", "attribute"),
@@ -87,7 +94,22 @@ def missing_surface() -> list[str]:
 
 def check_surface() -> None:
     """Raise :class:`AcmeSurfaceError` naming every missing private member (ActorQ is pinned to Acme 0.4.0)."""
-    problems = missing_surface()
+    _raise(missing_surface())
+
+
+def missing_learner_members(acme_class: type, members: tuple[tuple[str, str], ...]) -> list[str]:
+    """One line per member of ``members`` (``(name, kind)``, e.g. :data:`ACTOR_CRITIC_MEMBERS`) that the Acme
+    learner class lacks or has changed (empty: all there)."""
+    path = f"{acme_class.__module__}.{acme_class.__qualname__}"
+    return [p for p in (_problem(path, member, kind) for member, kind in members) if p is not None]
+
+
+def check_learner_class(acme_class: type, members: tuple[tuple[str, str], ...]) -> None:
+    """Raise :class:`AcmeSurfaceError` unless the Acme learner class has every member ActorQ uses of it."""
+    _raise(missing_learner_members(acme_class, members))
+
+
+def _raise(problems: list[str]) -> None:
     if problems:
         raise AcmeSurfaceError(
             "the installed Acme/Sonnet lacks private members ActorQ uses (it needs dm-acme==0.4.0, "
@@ -137,8 +159,9 @@ def create_linear_variables(layer: Any, inputs: Any) -> None:
     layer._initialize(inputs)
 
 
-def wrap_d4pg_optimizers(learner: Any, wrap: Callable[[Any], Any]) -> None:
-    """Replace a D4PG learner's policy and critic optimizers by ``wrap(optimizer)``."""
+def wrap_actor_critic_optimizers(learner: Any, wrap: Callable[[Any], Any]) -> None:
+    """Replace an actor-critic learner's (:data:`ACTOR_CRITIC_MEMBERS`) policy and critic optimizers by
+    ``wrap(optimizer)``."""
     learner._policy_optimizer = wrap(learner._policy_optimizer)
     learner._critic_optimizer = wrap(learner._critic_optimizer)
 

@@ -5,7 +5,7 @@ last hidden layer where the TF learner did not: the actors never ran the learner
 variable has one named torch counterpart, listed literally below, and the shapes are checked both ways.
 
 D4PG policy (Acme ``LayerNormMLP(layers, activate_final=True) -> NearZeroInitializedLinear -> TanhToSpec``,
-built by :func:`actorq.networks.tf_nets.make_d4pg_networks` under the name scope ``policy``)::
+built by :func:`actorq.algorithms.d4pg.tf_networks.make_networks` under the name scope ``policy``)::
 
     TF variable                                         torch key        transform
     policy/feedforward_mlp_torso/linear/w               torso.0.weight   transpose [in, out] -> [out, in]

@@ -1,15 +1,7 @@
-"""The actor policies in torch, computing exactly the TF learner's functions (never imports TensorFlow).
+"""The torch layers the actor policies are made of (never imports TensorFlow).
 
-``D4PGPolicy`` is Acme's D4PG policy (see :mod:`actorq.networks.tf_nets`)::
-
-    x -> torso.0 (Linear) -> norm (LayerNorm, eps 1e-5 as Sonnet) -> tanh
-      -> [torso.i (Linear) -> elu] for i = 1 .. len(layers)-1     (LayerNormMLP has activate_final=True)
-      -> head (Linear) -> tanh -> (t + 1) / 2 * (high - low) + low   (TanhToSpec)
-
-``QNetwork`` is ``snt.nets.MLP([*layers, num_actions])``: ``[torso.i -> relu]* -> head``.
-
-The state-dict keys (``torso.0.weight``, ``norm.bias``, ``head.weight`` ...) are the names on the wire; the
-action bounds are plain attributes, not buffers, so they are neither sent nor cast by ``.half()``.
+Each algorithm's policy lives in its package (``actorq/algorithms/<name>/torch_policy.py``) and builds on what is
+shared here: :func:`layer_widths`, Sonnet's LayerNorm epsilon, and the int8 layer of the quantized actors.
 
 ``Int8Linear`` is the int8 layer of the quantized actors: per-output-row symmetric int8 weight codes with one
 float32 scale per row (exactly what an 8-bit or narrower weight message carries), activations quantized
@@ -22,9 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 SONNET_LAYER_NORM_EPS = 1e-5
@@ -34,96 +24,13 @@ INT8_QMAX = 127
 """Restricted symmetric int8 range [-127, 127], as the codec's 8-bit codes."""
 
 
-def _widths(obs_dim: int, layers: Sequence[int]) -> list[tuple[int, int]]:
+def layer_widths(obs_dim: int, layers: Sequence[int]) -> list[tuple[int, int]]:
+    """``(fan_in, fan_out)`` of each hidden Linear of a policy on ``obs_dim`` inputs (ValueError on bad widths)."""
     layers = [int(w) for w in layers]
     if not layers or any(w <= 0 for w in layers):
         raise ValueError(f"layers must be a non-empty sequence of positive widths, got {layers}")
     widths = [int(obs_dim), *layers]
     return list(zip(widths[:-1], widths[1:], strict=True))
-
-
-class D4PGPolicy(nn.Module):
-    """Acme's D4PG policy: LayerNormMLP(activate_final) -> Linear -> TanhToSpec.
-
-    Args:
-        obs_dim: Flat observation size.
-        act_dim: Action dimensions.
-        layers: Hidden widths.
-        action_low: Lower action bound(s), scalar or ``[act_dim]``.
-        action_high: Upper action bound(s).
-    """
-
-    def __init__(
-        self,
-        obs_dim: int,
-        act_dim: int,
-        layers: Sequence[int],
-        action_low: float | np.ndarray = -1.0,
-        action_high: float | np.ndarray = 1.0,
-    ):
-        super().__init__()
-        pairs = _widths(obs_dim, layers)
-        self.torso = nn.ModuleList(nn.Linear(i, o) for i, o in pairs)
-        self.norm = nn.LayerNorm(pairs[0][1], eps=SONNET_LAYER_NORM_EPS)
-        self.head = nn.Linear(pairs[-1][1], int(act_dim))
-        low = np.broadcast_to(np.asarray(action_low, np.float64), (int(act_dim),))
-        high = np.broadcast_to(np.asarray(action_high, np.float64), (int(act_dim),))
-        if not (np.isfinite(low).all() and np.isfinite(high).all() and (high >= low).all()):
-            raise ValueError(f"action bounds must be finite with high >= low, got {low} and {high}")
-        # TanhToSpec keeps (max - min) and min in the spec's dtype and TF casts them to float32 in the product.
-        self.action_scale = torch.from_numpy((high - low).astype(np.float32))
-        self.action_offset = torch.from_numpy(low.astype(np.float32))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.tanh(self.norm(self.torso[0](x)))
-        for layer in self.torso[1:]:
-            x = F.elu(layer(x))
-        # Rescale in float32 whatever the module's dtype: the bounds are float32 on the TF side too.
-        t = torch.tanh(self.head(x)).float()
-        return (0.5 * (t + 1.0)) * self.action_scale + self.action_offset
-
-
-class QNetwork(nn.Module):
-    """DQN Q-network ``snt.nets.MLP([*layers, num_actions])``: relu hidden layers, linear output.
-
-    Args:
-        obs_dim: Flat observation size.
-        num_actions: Number of discrete actions.
-        layers: Hidden widths.
-    """
-
-    def __init__(self, obs_dim: int, num_actions: int, layers: Sequence[int]):
-        super().__init__()
-        pairs = _widths(obs_dim, layers)
-        self.torso = nn.ModuleList(nn.Linear(i, o) for i, o in pairs)
-        self.head = nn.Linear(pairs[-1][1], int(num_actions))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.torso:
-            x = F.relu(layer(x))
-        return self.head(x)
-
-
-def d4pg_policy(
-    obs_dim: int,
-    out_dim: int,
-    layers: Sequence[int],
-    action_low: float | np.ndarray = -1.0,
-    action_high: float | np.ndarray = 1.0,
-) -> D4PGPolicy:
-    """The D4PG policy with the algorithms' common factory signature (``Algorithm.torch_policy``)."""
-    return D4PGPolicy(obs_dim, out_dim, layers, action_low, action_high)
-
-
-def q_network(
-    obs_dim: int,
-    out_dim: int,
-    layers: Sequence[int],
-    action_low: float | np.ndarray | None = None,
-    action_high: float | np.ndarray | None = None,
-) -> QNetwork:
-    """The DQN Q-network with the algorithms' common factory signature (a Q-network has no action bounds)."""
-    return QNetwork(obs_dim, out_dim, layers)
 
 
 def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

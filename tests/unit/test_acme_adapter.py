@@ -273,3 +273,18 @@ def test_private_foreign_members_only_through_the_adapters() -> None:
         "its _SURFACE, checked against the installed Acme) or actorq/launchers/launchpad_adapter.py"
     )
     assert used == ALLOWED, "an adapter no longer uses a member its allowlist names: drop it from the list"
+
+
+def test_a_learner_class_is_checked_for_the_members_actorq_uses():
+    from acme.agents.tf.d4pg.learning import D4PGLearner
+    from acme.agents.tf.dqn.learning import DQNLearner
+
+    assert acme_adapter.missing_learner_members(D4PGLearner, acme_adapter.ACTOR_CRITIC_MEMBERS) == []
+    acme_adapter.check_learner_class(D4PGLearner, acme_adapter.ACTOR_CRITIC_MEMBERS)
+    missing = acme_adapter.missing_learner_members(DQNLearner, acme_adapter.ACTOR_CRITIC_MEMBERS)
+    assert missing == [
+        "acme.agents.tf.dqn.learning.DQNLearner._policy_optimizer: no longer assigned in __init__",
+        "acme.agents.tf.dqn.learning.DQNLearner._critic_optimizer: no longer assigned in __init__",
+    ]
+    with pytest.raises(acme_adapter.AcmeSurfaceError, match="DQNLearner._policy_optimizer"):
+        acme_adapter.check_learner_class(DQNLearner, acme_adapter.ACTOR_CRITIC_MEMBERS)

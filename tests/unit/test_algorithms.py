@@ -7,15 +7,20 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import os
+import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from actorq import algorithms
 from actorq.algorithms.base import Algorithm, Ref
-from actorq.config import PRECISIONS, ConfigError, config_from_dict
+from actorq.config import PRECISIONS, ConfigError, config_from_dict, load_config, to_dict
 from actorq.networks.mapping import mapping_table, torch_state_shapes
 from tests import softmax_dqn
 from tests.conftest import tiny_config
@@ -36,9 +41,14 @@ def stub():
 
 
 def _config(name: str):
+    """A small config of the algorithm: tiny networks for D4PG and DQN, the first one it ships otherwise."""
     if name == softmax_dqn.NAME:
         return config_from_dict(softmax_dqn.CONFIG)
-    return tiny_config(name)
+    if name in ("d4pg", "dqn"):
+        return tiny_config(name)
+    shipped = sorted(ROOT.glob(f"configs/{name}/*.yaml"))
+    assert shipped, f"algorithm {name} ships no config under configs/{name}/"
+    return load_config(shipped[0])
 
 
 def _module_source(module: str) -> str:
@@ -60,7 +70,7 @@ def _fields_without_docstring(cls: type) -> list[str]:
     return missing
 
 
-@pytest.fixture(params=["d4pg", "dqn", softmax_dqn.NAME])
+@pytest.fixture(params=[*algorithms.names(), softmax_dqn.NAME])  # every built-in (its package) and the plugin
 def algo(request) -> Algorithm:
     if request.param == softmax_dqn.NAME:
         request.getfixturevalue("stub")
@@ -126,19 +136,99 @@ def test_verification_accepts_fp32_and_rejects_an_error_beyond_the_bound(algo):
 
 
 def test_a_config_names_a_registered_algorithm_of_the_tasks_kind(stub):
-    with pytest.raises(ConfigError, match=r"algorithm=.*'r2d2'.*choose one of: d4pg, dqn, softmax_dqn"):
+    registered = ", ".join(algorithms.names())
+    assert registered.startswith("d4pg, ") and registered.endswith(", dqn, softmax_dqn")
+    with pytest.raises(ConfigError, match=rf"algorithm=.*'r2d2'.*choose one of: {registered}"):
         config_from_dict({**softmax_dqn.CONFIG, "algorithm": "r2d2"})
     with pytest.raises(ConfigError, match="continuous actions and algorithm softmax_dqn learns discrete"):
         config_from_dict({**softmax_dqn.CONFIG, "env": {"suite": "dmc", "task": "cartpole:balance"}})
+    without_section = {k: v for k, v in softmax_dqn.CONFIG.items() if k != softmax_dqn.NAME}
     with pytest.raises(ConfigError, match="discrete actions .* use algorithm: dqn or softmax_dqn"):
-        config_from_dict({**softmax_dqn.CONFIG, "algorithm": "d4pg"})
-    assert config_from_dict(softmax_dqn.CONFIG).algorithm == "softmax_dqn"
+        config_from_dict({**without_section, "algorithm": "d4pg"})
+    config = config_from_dict(softmax_dqn.CONFIG)
+    assert config.algorithm == "softmax_dqn" and config.settings.temperature_max == 0.5
+
+
+def test_an_algorithms_section_is_its_own_and_checked_only_by_it(stub):
+    config = config_from_dict(softmax_dqn.CONFIG)
+    assert stub.settings(config) == softmax_dqn.SoftmaxDQNSettings(temperature_max=0.5)
+    # Its own check, in its own words; and its section in the YAML written for role processes.
+    with pytest.raises(ConfigError, match="softmax_dqn.temperature_max=0.0 must be > 0"):
+        config_from_dict(softmax_dqn.CONFIG, ["softmax_dqn.temperature_max=0"])
+    assert config_from_dict(to_dict(config)) == config
+    assert to_dict(config)["softmax_dqn"]["temperature_max"] == 0.5 and "settings" not in to_dict(config)
+    # Another algorithm's section is an unknown key, not silently ignored.
+    with pytest.raises(ConfigError, match="unknown config key.*d4pg"):
+        config_from_dict({**softmax_dqn.CONFIG, "d4pg": {"critic_lr": 1e-3}})
+
+
+def test_d4pg_checks_run_on_d4pg_only_and_old_configs_still_load():
+    # A config written before algorithms had sections: every algorithm's fields in the shared sections.
+    old = {
+        "env": {"suite": "gym", "task": "CartPole-v1"},
+        "network": {"policy_layers": [8], "critic_layers": [], "vmin": 9.0, "vmax": 1.0, "num_atoms": 1},
+        "learner": {"policy_lr": 0.5, "learning_rate": 0.25},
+        "actor": {"sigma_max": 0.1, "epsilon_min": 0.05, "epsilon_max": 0.2},
+    }
+    dqn = config_from_dict({**old, "algorithm": "dqn"})  # D4PG's invalid critic is no concern of DQN's
+    assert dqn.settings == algorithms.get("dqn").section(
+        learning_rate=0.25, epsilon_min=0.05, epsilon_max=0.2
+    )
+    d4pg = {**old, "algorithm": "d4pg", "env": {"suite": "dmc", "task": "cartpole:balance"}}
+    with pytest.raises(ConfigError, match=r"d4pg.critic_layers=\[\] must be a non-empty list"):
+        config_from_dict(d4pg)
+    with pytest.raises(ConfigError, match="d4pg.vmin=9.0 must be below d4pg.vmax=1.0"):
+        config_from_dict(d4pg, ["network.critic_layers=[4]", "network.num_atoms=5"])
+    fixed = config_from_dict(d4pg, ["network.critic_layers=[4]", "network.num_atoms=5", "network.vmin=-1"])
+    assert (
+        fixed.settings.policy_lr == 0.5 and fixed.settings.critic_layers == (4,) and fixed.settings.vmin == -1
+    )
+
+
+@pytest.mark.parametrize(
+    "path", sorted(ROOT.glob("configs/*/*.yaml")), ids=lambda p: p.relative_to(ROOT).as_posix()
+)
+def test_shipped_configs_keep_their_settings_in_their_algorithms_section(path):
+    raw = yaml.safe_load(path.read_text())
+    algo = algorithms.get(raw["algorithm"])
+    legacy = {key.split(".")[1] for key in algo.legacy_keys}
+    assert all(not (set(raw.get(s) or {}) & legacy) for s in ("network", "learner", "actor", "replay")), path
+    assert isinstance(load_config(path).settings, algo.section)
+
+
+def test_built_in_algorithms_are_the_packages_and_plugins_come_by_entry_point(tmp_path):
+    packages = sorted(p.parent.name for p in (ROOT / "actorq" / "algorithms").glob("*/__init__.py"))
+    assert [n for n in algorithms.names() if n in packages] == packages
+    for name in packages:  # a built-in's name is its package's
+        assert algorithms.get(name).name == name
+    dist = tmp_path / "softmax_dqn_plugin-0.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: softmax-dqn-plugin\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text(
+        f"[{algorithms.ENTRY_POINT_GROUP}]\n{softmax_dqn.ENTRY_POINT}\nbroken = tests.no_such_module:ALGORITHM\n"
+    )
+    code = (
+        "import actorq.algorithms as a\nprint(','.join(a.names()))\n"
+        "try:\n    a.get('broken')\nexcept a.UnknownAlgorithmError as e:\n    print(e)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    names, error = out.stdout.splitlines()
+    assert names.split(",") == [*packages, "softmax_dqn"]
+    assert (
+        "'broken' is not one of" in error
+        and "ModuleNotFoundError" in error
+        and "tests.no_such_module" in error
+    )
 
 
 def test_registry_refuses_a_taken_name_and_names_the_registered_ones():
     with pytest.raises(ValueError, match="already registered"):
         algorithms.register(algorithms.get("dqn"))
-    with pytest.raises(algorithms.UnknownAlgorithmError, match=r"'r2d2' is not one of \('d4pg', 'dqn'\)"):
+    with pytest.raises(
+        algorithms.UnknownAlgorithmError, match=rf"'r2d2' is not one of {re.escape(str(algorithms.names()))}"
+    ):
         algorithms.get("r2d2")
     with pytest.raises(ImportError, match="actorq.networks.torch_nets has no 'nope'"):
         Ref("actorq.networks.torch_nets", "nope").load()

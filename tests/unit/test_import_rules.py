@@ -7,9 +7,22 @@ subcommand modules) and modules started as processes (``[sys.executable, "-m", "
 of a lower level and of its own package; level 0 modules may use each other. Besides: only ``actorq/replay``
 imports reverb; actors and quantize never import TensorFlow; learners and quantize never import torch; nothing
 imports ``actorq.studies`` but the CLI; nothing imports the ``launch/`` scripts, which are not installed.
-``actorq/algorithms`` (level 0) may *name* modules of any level: its ``Ref``s to an algorithm's TF learner and
-torch policy, which only the learner and the actors resolve (``tests/unit/test_algorithms.py`` checks each side);
-it imports only level 0.
+
+An algorithm package ``actorq/algorithms/<name>/`` holds TensorFlow and torch code, so its modules' rules go by
+file name (the convention every algorithm package follows):
+
+* ``tf_*.py`` (its TF networks and learner builder): level 3½, just above ``learners`` and ``actors``: it may use
+  TensorFlow, Acme and every level up to 3 (the generic learner in ``actorq/learners``, ``actorq/replay``,
+  ``actorq/networks``), never torch, never ``actorq.actors`` and never a ``torch_*`` module;
+* ``torch_*.py`` (its actor policy): level 3½ too: torch and levels up to 3, never TensorFlow/Sonnet/Acme's TF
+  parts, never ``actorq.learners``, ``actorq.networks.tf_nets`` or a ``tf_*`` module;
+* every other module (the package ``__init__``: the ``Algorithm`` and its settings) is level 0 like
+  ``actorq/algorithms`` itself: numpy only (no TensorFlow, Acme, torch or reverb) and only level-0 modules. It may
+  *name* (not import) its ``tf_*``/``torch_*`` modules in ``Ref``s, which only the learner (TF ones) and actors
+  (torch ones) resolve (``tests/unit/test_algorithms.py`` checks each side).
+
+Level 3½ means nothing at level 3 or below may import those modules (the learner and actors only resolve ``Ref``s);
+roles and above may.
 """
 
 from __future__ import annotations
@@ -59,6 +72,12 @@ def references(source: str, filename: str = "<source>") -> list[tuple[str, str]]
             found += [("import", a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append(("import", node.module))
+            if node.module.startswith("actorq.algorithms."):  # ``from actorq.algorithms.x import tf_learner``
+                found += [
+                    ("import", f"{node.module}.{a.name}")
+                    for a in node.names
+                    if algorithm_side(tuple(f"{node.module}.{a.name}".split(".")[1:]))
+                ]
         elif isinstance(node, ast.Call) and node.args:
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
@@ -75,6 +94,60 @@ def references(source: str, filename: str = "<source>") -> list[tuple[str, str]]
     return found
 
 
+def algorithm_side(parts: tuple[str, ...]) -> str | None:
+    """``"tf"`` or ``"torch"`` for an algorithm package's framework module (``algorithms/<name>/tf_*.py`` or
+    ``torch_*.py``, or a dotted name ``actorq.algorithms.<name>.tf_*``), else None (numpy-only, level 0)."""
+    if len(parts) < 3 or parts[0] != "algorithms":
+        return None
+    leaf = parts[2]
+    return "tf" if leaf.startswith("tf_") else "torch" if leaf.startswith("torch_") else None
+
+
+def framework_level(levels: dict[str, int]) -> float:
+    """Level of an algorithm package's ``tf_*``/``torch_*`` modules: just above the learner's and actors' level."""
+    return max(levels["learners"], levels["actors"]) + 0.5
+
+
+def level_of(parts: tuple[str, ...], levels: dict[str, int]) -> float:
+    """A module's level: its top-level package's row in the table, or :func:`framework_level` for an algorithm
+    package's framework module."""
+    return framework_level(levels) if algorithm_side(parts) else levels[parts[0]]
+
+
+def _uses_tf(name: str) -> bool:
+    root = name.split(".")[0]
+    return root in ("tensorflow", "sonnet", "trfl", "reverb") or name.startswith(
+        ("acme.tf", "acme.agents.tf")
+    )
+
+
+def _algorithm_violations(parts: tuple[str, ...], what: str, kind: str, name: str) -> list[str]:
+    """The file-name rules inside ``actorq/algorithms`` (module docstring)."""
+    side, root = algorithm_side(parts), name.split(".")[0]
+    target = tuple(name.split(".")[1:]) if root == "actorq" else ()
+    target_side = algorithm_side(target)
+    out = []
+    if side is None and kind == "import":
+        if root in ("tensorflow", "sonnet", "trfl", "torch", "acme", "reverb", "onnxruntime"):
+            out.append(
+                f"{what}: an algorithm's __init__ and settings are numpy only (TF in tf_*.py, torch in torch_*.py)"
+            )
+        if target_side:
+            out.append(
+                f"{what}: a level-0 algorithm module names its {target_side} modules by Ref, never imports them"
+            )
+    if side == "tf" and (root == "torch" or target[:1] == ("actors",) or target_side == "torch"):
+        out.append(f"{what}: an algorithm's tf_*.py never uses torch, actors or its torch_*.py")
+    if side == "torch":
+        if _uses_tf(name) or target[:1] == ("learners",) or target[:2] == ("networks", "tf_nets"):
+            out.append(
+                f"{what}: an algorithm's torch_*.py never uses TensorFlow, Acme's TF parts or the learner"
+            )
+        if target_side == "tf":
+            out.append(f"{what}: an algorithm's torch_*.py never uses its tf_*.py")
+    return out
+
+
 def violations(parts: tuple[str, ...], source: str, levels: dict[str, int] = LEVELS) -> list[str]:
     """What module ``actorq/<parts...>`` with this ``source`` does against the layering rules (empty: nothing)."""
     layer = parts[0].removesuffix(".py")
@@ -83,6 +156,8 @@ def violations(parts: tuple[str, ...], source: str, levels: dict[str, int] = LEV
         return [
             f"{where}: top-level module {layer!r} is not in the README's layer table; give it a level there"
         ]
+    parts = (layer, *parts[1:-1], parts[-1].removesuffix(".py")) if len(parts) > 1 else (layer,)
+    own = level_of(parts, levels)
     out = []
     for kind, name in references(source, where):
         root = name.split(".")[0]
@@ -98,23 +173,27 @@ def violations(parts: tuple[str, ...], source: str, levels: dict[str, int] = LEV
             out.append(f"{what}: learners and quantize (pure numpy maths) never use torch")
         if layer == "actors" and name.startswith(("actorq.networks.tf_nets", "actorq.learners")):
             out.append(f"{what}: actors never reach the TensorFlow networks or learners")
+        if layer == "algorithms":
+            out += _algorithm_violations(parts, what, kind, name)
         if root != "actorq" or "." not in name:
             continue
-        target = name.split(".")[1]
-        if target == layer:
+        target_parts = tuple(name.split(".")[1:])
+        target = target_parts[0]
+        if target == layer and layer != "algorithms":
             continue
         if target not in levels:
             out.append(f"{what}: actorq.{target} is not in the README's layer table")
             continue
         if target == "studies" and layer != "cli":
             out.append(f"{what}: nothing but the CLI may use actorq.studies")
-        if kind == "string" and layer == "algorithms":
+        if kind == "string" and layer == "algorithms" and algorithm_side(target_parts):
             continue  # an algorithm's lazy Ref: named here, imported only by the layer that resolves it
-        upward = levels[target] > levels[layer] or (levels[target] == levels[layer] and levels[layer] > 0)
+        theirs = level_of(target_parts, levels)
+        upward = theirs > own or (theirs == own and own > 0 and target != layer)
         if upward:
             out.append(
-                f"{what}: actorq.{target} is level {levels[target]}, {layer} is level {levels[layer]}; "
-                "modules use only lower levels (README layer table)"
+                f"{what}: actorq.{'.'.join(target_parts)} is level {theirs:g}, {where} is level {own:g}; "
+                "modules use only lower levels (README layer table; algorithm packages: module docstring)"
             )
     return out
 
@@ -187,3 +266,65 @@ def test_checker_fails_on_same_level_packages_and_unknown_layers():
     )
     assert violations(("config", "loading.py"), "from actorq.usage import CliError\n") == []
     assert violations(("launchers", "x.py"), "cmd = ['py', '-m', 'actorq.roles', 'actor']\n") == []
+
+
+D4PG = ("algorithms", "d4pg")
+
+
+@pytest.mark.parametrize(
+    "parts,source,expected",
+    [
+        ((*D4PG, "__init__.py"), "import torch\n", "numpy only"),
+        ((*D4PG, "__init__.py"), "import tensorflow as tf\n", "numpy only"),
+        (
+            (*D4PG, "__init__.py"),
+            "from actorq.algorithms.d4pg.tf_learner import build\n",
+            "by Ref, never imports",
+        ),
+        ((*D4PG, "__init__.py"), "from actorq.learners import AcmeLearner\n", "actorq.learners is level 3"),
+        ((*D4PG, "tf_learner.py"), "import torch\n", "tf_*.py never uses torch"),
+        ((*D4PG, "tf_learner.py"), "from actorq.algorithms.d4pg import torch_policy\n", "never uses torch"),
+        ((*D4PG, "tf_learner.py"), "import actorq.algorithms.d4pg.torch_policy\n", "never uses torch"),
+        ((*D4PG, "tf_learner.py"), "from actorq.roles import learner\n", "actorq.roles is level 4"),
+        ((*D4PG, "torch_policy.py"), "import tensorflow\n", "torch_*.py never uses TensorFlow"),
+        ((*D4PG, "torch_policy.py"), "from acme.tf import networks\n", "torch_*.py never uses TensorFlow"),
+        ((*D4PG, "torch_policy.py"), "from actorq.learners import AcmeLearner\n", "never uses TensorFlow"),
+        ((*D4PG, "torch_policy.py"), "from actorq.networks.tf_nets import create_variables\n", "the learner"),
+        (
+            (*D4PG, "torch_policy.py"),
+            "from actorq.algorithms.d4pg.tf_networks import make_networks\n",
+            "tf_*.py",
+        ),
+        (
+            ("learners", "__init__.py"),
+            "from actorq.algorithms.d4pg.tf_learner import build\n",
+            "is level 3.5",
+        ),
+        (("actors", "policy.py"), "import actorq.algorithms.dqn.torch_policy\n", "is level 3.5"),
+        (
+            ("networks", "mapping.py"),
+            "m = importlib.import_module('actorq.algorithms.dqn.tf_learner')\n",
+            "3.5",
+        ),
+    ],
+)
+def test_checker_enforces_an_algorithm_packages_file_name_rules(parts, source, expected):
+    found = violations(parts, source)
+    assert any(expected in v for v in found), found
+
+
+def test_checker_allows_what_an_algorithm_package_is_made_of():
+    tf_learner = (
+        "import tensorflow as tf\nfrom acme.agents.tf.d4pg import learning\nfrom actorq.learners import AcmeLearner\n"
+        "from actorq.replay.experience import make_dataset_iterator\nfrom actorq.algorithms.d4pg import ALGORITHM\n"
+        "from actorq.algorithms.d4pg.tf_networks import make_networks\nfrom actorq.config import ExperimentConfig\n"
+    )
+    assert violations((*D4PG, "tf_learner.py"), tf_learner) == []
+    torch_policy = "import torch\nfrom actorq.networks.torch_nets import layer_widths\n"
+    assert violations((*D4PG, "torch_policy.py"), torch_policy) == []
+    refs = "import numpy as np\nfrom actorq.algorithms.base import Ref\nR = Ref('actorq.algorithms.d4pg.tf_learner', 'b')\n"
+    assert violations((*D4PG, "__init__.py"), refs) == []
+    assert violations(("roles", "learner.py"), "from actorq.algorithms.d4pg import tf_learner\n") == []
+    assert (
+        violations(("bench", "x.py"), "from actorq.algorithms.d4pg.tf_networks import make_networks\n") == []
+    )

@@ -54,11 +54,11 @@ def test_each_environment_explores_on_its_own_stream_of_the_actors_schedule():
     # 2 actors x 3 envs explore as 6 streams: actor 1's env j is stream 3 + j.
     config = tiny_config("d4pg", **{"actor.envs_per_actor": 3})
     actor = _actor("d4pg", 3, actor_id=1)
-    want = [exploration_sigma(3 + j, 6, config.actor.sigma_max) for j in range(3)]
+    want = [exploration_sigma(3 + j, 6, config.settings.sigma_max) for j in range(3)]
     np.testing.assert_allclose(actor.exploration, want, rtol=1e-6)
     assert len(set(actor.exploration.tolist())) == 3 and actor.exploration_level == pytest.approx(want[0])
     dqn = _actor("dqn", 3, actor_id=0)
-    cfg = tiny_config("dqn").actor
+    cfg = tiny_config("dqn").settings
     want = [exploration_epsilon(j, 6, cfg.epsilon_min, cfg.epsilon_max) for j in range(3)]
     np.testing.assert_allclose(dqn.exploration, want)
     assert dqn.exploration[0] == cfg.epsilon_max and len(set(dqn.exploration.tolist())) == 3
@@ -79,7 +79,7 @@ def test_one_batched_forward_gives_each_environment_its_action_with_its_own_nois
 
 
 def test_dqn_actions_are_int32_scalars_and_greedy_without_exploration():
-    actor = _actor("dqn", 3, actor_id=0, **{"actor.epsilon_max": 0.0, "actor.epsilon_min": 0.0})
+    actor = _actor("dqn", 3, actor_id=0, **{"settings.epsilon_max": 0.0, "settings.epsilon_min": 0.0})
     obs = np.random.default_rng(1).standard_normal((3, OBS)).astype(np.float32)
     actions = actor.select_actions(obs)
     assert [type(a) for a in actions] == [np.int32] * 3

@@ -34,7 +34,8 @@ import torch
 from actorq.actors.kernels import CANDIDATES, PolicySpec, Selection, select_kernel
 from actorq.actors.kernels.base import int8_codes
 from actorq.actors.policy import ActorPolicy
-from actorq.networks.torch_nets import D4PGPolicy, QNetwork
+from actorq.algorithms.d4pg.torch_policy import D4PGPolicy
+from actorq.algorithms.dqn.torch_policy import QNetwork
 from actorq.quantize.codec import (
     MissingTensorError,
     ShapeMismatchError,

@@ -124,7 +124,7 @@ def test_bench_learner_cli_runs_real_learners(tmp_path):
     out = tmp_path / "learner.json"
     result = subprocess.run(
         [sys.executable, "-m", "actorq.cli", "bench", "learner", "configs/d4pg/dmc_cartpole_balance.yaml"]
-        + ["network.policy_layers=[32,32]", "network.critic_layers=[32,32]", "learner.batch_size=16"]
+        + ["network.policy_layers=[32,32]", "d4pg.critic_layers=[32,32]", "learner.batch_size=16"]
         + [
             "--variants",
             "plain,plain+onednn+intra=1",

@@ -33,8 +33,9 @@ import torch
 
 from actorq.actors.kernels import CANDIDATES, PolicySpec, select_kernel
 from actorq.actors.policy import ActorPolicy
+from actorq.algorithms.d4pg.torch_policy import D4PGPolicy
+from actorq.algorithms.dqn.torch_policy import QNetwork
 from actorq.networks.mapping import MappingError, mapping_table, tf_to_torch_state, torch_state_shapes
-from actorq.networks.torch_nets import D4PGPolicy, QNetwork
 from tests.kernel_outcomes import check_available, check_refused_and_fell_back
 
 FP32_ATOL = 1e-5
@@ -77,6 +78,20 @@ def tf_env():
     return tf, specs, tf_nets
 
 
+def d4pg_networks(*args):
+    """D4PG's TF networks (TensorFlow: imported only when a test builds them)."""
+    from actorq.algorithms.d4pg.tf_networks import make_networks
+
+    return make_networks(*args)
+
+
+def dqn_network(*args):
+    """DQN's TF Q-network (imported only when a test builds it)."""
+    from actorq.algorithms.dqn.tf_networks import make_network
+
+    return make_network(*args)
+
+
 def randomize(module, rng: np.random.Generator) -> None:
     """Give every variable random, non-initial values (initial LayerNorm is scale 1, offset 0, biases 0)."""
     for v in module.variables:
@@ -95,7 +110,7 @@ def build_d4pg(tf_env, obs_dim: int, act_dim: int, layers: tuple[int, ...], seed
     low = np.linspace(-2.0, 0.0, act_dim).astype(np.float32)
     high = low + np.linspace(1.0, 4.0, act_dim).astype(np.float32)
     spec = specs.BoundedArray((act_dim,), np.float32, low, high)
-    policy = tf_nets.make_d4pg_networks(spec, layers, (8,), -1.0, 1.0, 5)["policy"]
+    policy = d4pg_networks(spec, layers, (8,), -1.0, 1.0, 5)["policy"]
     tf_nets.create_variables(policy, obs_dim)
     randomize(policy, rng)
     x = (2.0 * rng.standard_normal((64, obs_dim))).astype(np.float32)
@@ -105,7 +120,7 @@ def build_d4pg(tf_env, obs_dim: int, act_dim: int, layers: tuple[int, ...], seed
 def build_dqn(tf_env, obs_dim: int, num_actions: int, layers: tuple[int, ...], seed: int = 0):
     tf, _, tf_nets = tf_env
     rng = np.random.default_rng(seed)
-    network = tf_nets.make_dqn_network(num_actions, layers)
+    network = dqn_network(num_actions, layers)
     tf_nets.create_variables(network, obs_dim)
     randomize(network, rng)
     x = (2.0 * rng.standard_normal((64, obs_dim))).astype(np.float32)
@@ -184,7 +199,7 @@ def test_dqn_reduced_precision_twins_within_bounds(tf_env, name):
 def test_d4pg_critic_is_acmes(tf_env):
     tf, specs, tf_nets = tf_env
     spec = specs.BoundedArray((2,), np.float32, -1.0, 1.0)
-    nets = tf_nets.make_d4pg_networks(spec, (8,), (16, 8), -10.0, 10.0, 11)
+    nets = d4pg_networks(spec, (8,), (16, 8), -10.0, 10.0, 11)
     dist = nets["critic"](tf.zeros([3, 4]), tf.zeros([3, 2]))
     assert tuple(dist.logits.shape) == (3, 11)
     assert all(v.name.startswith("critic/") for v in nets["critic"].variables)
@@ -250,7 +265,9 @@ def _run_python(code: str) -> None:
 def test_actor_modules_import_neither_tensorflow_nor_learner_code():
     _run_python(
         "import sys; import actorq.networks, actorq.networks.torch_nets, actorq.actors.policy; "
+        "import actorq.algorithms.d4pg.torch_policy, actorq.algorithms.dqn.torch_policy; "
         "bad = [m for m in ('tensorflow', 'sonnet', 'acme', 'actorq.networks.tf_nets') if m in sys.modules]; "
+        "bad += [m for m in sys.modules if m.startswith('actorq.algorithms') and '.tf_' in m]; "
         "assert not bad, bad"
     )
     _run_python(

@@ -1,10 +1,11 @@
 """D4PG (Acme's TF D4PG learner): continuous actions, a deterministic policy and a distributional critic.
 
 Policy (what actors run): ``LayerNormMLP(policy_layers, activate_final=True) -> NearZeroInitializedLinear ->
-TanhToSpec``; the TF networks are :func:`actorq.networks.tf_nets.make_d4pg_networks`, the torch twin
-:class:`actorq.networks.torch_nets.D4PGPolicy`, the variable mapping below (tabulated in
-:mod:`actorq.networks.mapping`). Actors explore with Gaussian noise whose sigma is spread over the exploration
-streams; evaluation acts with the policy's action; an actor kernel must stay within a fraction of the action range.
+TanhToSpec``; the TF networks are :func:`actorq.algorithms.d4pg.tf_networks.make_networks`, the learner
+:mod:`actorq.algorithms.d4pg.tf_learner`, the torch twin :class:`actorq.algorithms.d4pg.torch_policy.D4PGPolicy`,
+the variable mapping below (tabulated in :mod:`actorq.networks.mapping`). Actors explore with Gaussian noise whose
+sigma is spread over the exploration streams; evaluation acts with the policy's action; an actor kernel must stay
+within a fraction of the action range. Its config section is ``d4pg:`` (:class:`D4PGSettings`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from actorq.algorithms.base import Algorithm, PolicyNetwork, Ref, VerificationResult
+from actorq.algorithms.base import (
+    Algorithm,
+    PolicyNetwork,
+    Ref,
+    VerificationResult,
+    check_positive,
+    check_widths,
+)
 
 BOUNDS = {"fp32": 1e-4, "fp16": 3e-3, "int8": 0.03}
 """Kernel verification: max |a - a_fp32| / (high - low) per precision (fp32 kernels: reassociation only)."""
@@ -22,22 +30,24 @@ BOUNDS = {"fp32": 1e-4, "fp16": 3e-3, "int8": 0.03}
 
 @dataclass(frozen=True)
 class D4PGSettings:
-    """The settings D4PG uses besides the shared ones (replay, batch size, target period, publishing)."""
+    """The YAML section ``d4pg:``: what D4PG uses besides the shared sections (replay, batch size, target period,
+    publishing, ``network.policy_layers``)."""
 
-    policy_lr: float
-    """Policy learning rate (YAML ``learner.policy_lr``)."""
-    critic_lr: float
-    """Critic learning rate (``learner.critic_lr``)."""
-    critic_layers: tuple[int, ...]
-    """Hidden widths of the critic, learner only (``network.critic_layers``)."""
-    vmin: float
-    """Lower bound of the distributional critic's support (``network.vmin``)."""
-    vmax: float
-    """Upper bound of the critic's support (``network.vmax``)."""
-    num_atoms: int
-    """Atoms of the critic's value distribution (``network.num_atoms``)."""
-    sigma_max: float
-    """Largest exploration sigma: stream i of n explores with ``sigma_max * (i + 1) / n`` (``actor.sigma_max``)."""
+    policy_lr: float = 1e-4
+    """Policy learning rate."""
+    critic_lr: float = 1e-4
+    """Critic learning rate."""
+    critic_layers: tuple[int, ...] = (512, 512, 256)
+    """Hidden widths of the critic (learner only). The paper used hidden size 512."""
+    vmin: float = -150.0
+    """Lower bound of the distributional critic's support."""
+    vmax: float = 150.0
+    """Upper bound of the critic's support."""
+    num_atoms: int = 51
+    """Atoms of the critic's value distribution."""
+    sigma_max: float = 0.2
+    """Largest exploration sigma: actor stream i of N explores with Gaussian ``sigma_max * (i + 1) / N``, evenly
+    over (0, sigma_max] (the paper: 0 to 0.2; the zero end is left out so that no stream is noise-free)."""
 
 
 def exploration_sigma(stream: int, streams: int, sigma_max: float) -> float:
@@ -56,22 +66,30 @@ class D4PG(Algorithm):
     discrete = False
     summary = "D4PG (Acme): continuous control, deterministic policy, distributional critic"
     section = D4PGSettings
+    legacy_keys = {
+        "learner.policy_lr": "policy_lr",
+        "learner.critic_lr": "critic_lr",
+        "network.critic_layers": "critic_layers",
+        "network.vmin": "vmin",
+        "network.vmax": "vmax",
+        "network.num_atoms": "num_atoms",
+        "actor.sigma_max": "sigma_max",
+    }
     network = PolicyNetwork(first_layer_norm=True, activation="elu", bounded_output=True, tf_scope="policy")
-    learner_builder = Ref("actorq.learners", "build_d4pg_learner")
-    tf_networks = Ref("actorq.networks.tf_nets", "make_d4pg_networks")
-    torch_policy = Ref("actorq.networks.torch_nets", "d4pg_policy")
+    learner_builder = Ref("actorq.algorithms.d4pg.tf_learner", "build")
+    tf_networks = Ref("actorq.algorithms.d4pg.tf_networks", "make_networks")
+    torch_policy = Ref("actorq.algorithms.d4pg.torch_policy", "make")
     verification_bounds = BOUNDS
 
-    def settings(self, config: Any) -> D4PGSettings:
-        return D4PGSettings(
-            policy_lr=config.learner.policy_lr,
-            critic_lr=config.learner.critic_lr,
-            critic_layers=tuple(config.network.critic_layers),
-            vmin=config.network.vmin,
-            vmax=config.network.vmax,
-            num_atoms=config.network.num_atoms,
-            sigma_max=config.actor.sigma_max,
-        )
+    def validate(self, settings: D4PGSettings) -> None:
+        check_positive("d4pg.policy_lr", settings.policy_lr)
+        check_positive("d4pg.critic_lr", settings.critic_lr)
+        check_positive("d4pg.sigma_max", settings.sigma_max, allow_zero=True)
+        check_widths("d4pg.critic_layers", settings.critic_layers)
+        if settings.num_atoms < 2:
+            raise ValueError(f"d4pg.num_atoms={settings.num_atoms} must be >= 2")
+        if settings.vmin >= settings.vmax:
+            raise ValueError(f"d4pg.vmin={settings.vmin} must be below d4pg.vmax={settings.vmax}")
 
     def mapping_rows(self, layers: tuple[int, ...], prefix: str) -> list[tuple[str, str, bool]]:
         torso = f"{prefix}feedforward_mlp_torso"

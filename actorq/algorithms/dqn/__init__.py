@@ -1,9 +1,10 @@
 """DQN (Acme's TF DQN learner): discrete actions, a Q-network, optionally prioritized replay.
 
 Policy (what actors run): ``snt.nets.MLP([*policy_layers, num_actions])`` (relu, linear output); the TF network is
-:func:`actorq.networks.tf_nets.make_dqn_network`, the torch twin :class:`actorq.networks.torch_nets.QNetwork`.
-Actors explore epsilon-greedily with epsilons spread log-uniformly over the exploration streams (as Ape-X);
-evaluation takes the argmax; an actor kernel must keep the greedy actions and stay within a fraction of max |Q|.
+:func:`actorq.algorithms.dqn.tf_networks.make_network`, the learner :mod:`actorq.algorithms.dqn.tf_learner`, the
+torch twin :class:`actorq.algorithms.dqn.torch_policy.QNetwork`. Actors explore epsilon-greedily with epsilons
+spread log-uniformly over the exploration streams (as Ape-X); evaluation takes the argmax; an actor kernel must
+keep the greedy actions and stay within a fraction of max |Q|. Its config section is ``dqn:`` (:class:`DQNSettings`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.algorithms.base import Algorithm, PolicyNetwork, Ref, VerificationResult
+from actorq.algorithms.base import Algorithm, PolicyNetwork, Ref, VerificationResult, check_positive
 
 BOUNDS = {"fp32": 1e-4, "fp16": 3e-3, "int8": 0.10}
 """Kernel verification: max |Q - Q_fp32| / max |Q_fp32| per precision."""
@@ -26,20 +27,22 @@ near-tie may flip under any 8-bit rounding and says nothing about the kernel."""
 
 @dataclass(frozen=True)
 class DQNSettings:
-    """The settings DQN uses besides the shared ones (replay, batch size, target period, publishing)."""
+    """The YAML section ``dqn:``: what DQN uses besides the shared sections (replay, batch size, target period,
+    publishing, ``network.policy_layers``)."""
 
-    learning_rate: float
-    """Adam learning rate (YAML ``learner.learning_rate``)."""
-    huber_loss_parameter: float
-    """Huber loss delta (``learner.huber_loss_parameter``)."""
-    max_gradient_norm: float
-    """Clip gradients to this global norm; 0 disables (``learner.max_gradient_norm``)."""
-    importance_sampling_exponent: float
-    """Prioritized replay's importance-sampling exponent beta (``replay.importance_sampling_exponent``)."""
-    epsilon_min: float
-    """Smallest per-stream epsilon (``actor.epsilon_min``)."""
-    epsilon_max: float
-    """Largest per-stream epsilon (``actor.epsilon_max``)."""
+    learning_rate: float = 1e-3
+    """Adam learning rate."""
+    huber_loss_parameter: float = 1.0
+    """Huber loss delta."""
+    max_gradient_norm: float = 0.0
+    """Clip gradients to this global norm; 0 disables."""
+    importance_sampling_exponent: float = 0.2
+    """Prioritized replay's importance-sampling exponent beta (with ``replay.prioritized``)."""
+    epsilon_min: float = 0.01
+    """Smallest per-stream epsilon (the streams' epsilons spread log-uniformly between epsilon_min and
+    epsilon_max)."""
+    epsilon_max: float = 0.3
+    """Largest per-stream epsilon."""
 
 
 def exploration_epsilon(stream: int, streams: int, eps_min: float, eps_max: float) -> float:
@@ -86,6 +89,19 @@ def verify_q_values(
     )
 
 
+def validate_settings(settings: DQNSettings, section: str) -> None:
+    """DQN's checks of its section (also for algorithms that extend it); ``section`` prefixes the keys named."""
+    check_positive(f"{section}.learning_rate", settings.learning_rate)
+    check_positive(f"{section}.huber_loss_parameter", settings.huber_loss_parameter)
+    check_positive(f"{section}.max_gradient_norm", settings.max_gradient_norm, allow_zero=True)
+    if not 0 <= settings.importance_sampling_exponent <= 1:
+        raise ValueError(
+            f"{section}.importance_sampling_exponent={settings.importance_sampling_exponent} must be in [0, 1]"
+        )
+    if not 0 <= settings.epsilon_min <= settings.epsilon_max <= 1:
+        raise ValueError(f"need 0 <= {section}.epsilon_min <= {section}.epsilon_max <= 1")
+
+
 class DQN(Algorithm):
     """Acme's DQN with ActorQ's quantized actors."""
 
@@ -93,23 +109,24 @@ class DQN(Algorithm):
     discrete = True
     summary = "DQN (Acme): discrete actions, Q-network, epsilon-greedy actors"
     section = DQNSettings
+    legacy_keys = {
+        "learner.learning_rate": "learning_rate",
+        "learner.huber_loss_parameter": "huber_loss_parameter",
+        "learner.max_gradient_norm": "max_gradient_norm",
+        "replay.importance_sampling_exponent": "importance_sampling_exponent",
+        "actor.epsilon_min": "epsilon_min",
+        "actor.epsilon_max": "epsilon_max",
+    }
     network = PolicyNetwork(
         first_layer_norm=False, activation="relu", bounded_output=False, tf_scope="q_network"
     )
-    learner_builder = Ref("actorq.learners", "build_dqn_learner")
-    tf_networks = Ref("actorq.networks.tf_nets", "make_dqn_network")
-    torch_policy = Ref("actorq.networks.torch_nets", "q_network")
+    learner_builder = Ref("actorq.algorithms.dqn.tf_learner", "build")
+    tf_networks = Ref("actorq.algorithms.dqn.tf_networks", "make_network")
+    torch_policy = Ref("actorq.algorithms.dqn.torch_policy", "make")
     verification_bounds = BOUNDS
 
-    def settings(self, config: Any) -> DQNSettings:
-        return DQNSettings(
-            learning_rate=config.learner.learning_rate,
-            huber_loss_parameter=config.learner.huber_loss_parameter,
-            max_gradient_norm=config.learner.max_gradient_norm,
-            importance_sampling_exponent=config.replay.importance_sampling_exponent,
-            epsilon_min=config.actor.epsilon_min,
-            epsilon_max=config.actor.epsilon_max,
-        )
+    def validate(self, settings: DQNSettings) -> None:
+        validate_settings(settings, self.name)
 
     def mapping_rows(self, layers: tuple[int, ...], prefix: str) -> list[tuple[str, str, bool]]:
         if not prefix:
