@@ -97,8 +97,12 @@ def test_tiny_run_counts_are_the_servers(tmp_path, capsys):
     assert table["rate_limiter"].startswith("MinSize") and table["config_samples_per_insert"] == 4.0
     assert table["sampler"] == "prioritized" and table["n_step"] == 3 and table["observation_shape"] == [4]
     assert table["transition_bytes"] == 2 * 4 * 4 + 4 + 4 + 4  # CartPole: 4 float32 obs, int32 action
+    # Samples the server counts that the learner has not taken yet: the prefetch buffer, and per parallel call
+    # Acme's 2 batches in flight (max_in_flight_samples_per_worker = 2 x batch) plus what tf.data's parallel
+    # interleave buffers of each call's output (up to 2 batches seen) and the batch being assembled. Under load the
+    # old bound of 3 batches per call was exceeded by one or two batches (176, 192 > 160).
     in_flight = (
-        config.learner.prefetch_size + 3 * config.learner.sample_parallelism
+        config.learner.prefetch_size + 5 * config.learner.sample_parallelism
     ) * config.learner.batch_size
     records = doc["records"]
     assert sorted((r["writers"], r["sampler"]) for r in records) == [(0, True), (1, False), (1, True)]
@@ -108,7 +112,8 @@ def test_tiny_run_counts_are_the_servers(tmp_path, capsys):
         if r["writers"]:
             writer = r["per_writer"][0]
             assert r["inserts_server"] == r["inserts_writers"] == writer["items"] > 0
-            assert writer["seconds"] >= 1.0 and writer["cpu_s"] > 0
+            # From the scheduled start: a writer that started late (late_start_s) wrote for less than 1 s itself.
+            assert writer["seconds"] + writer["late_start_s"] >= 1.0 and writer["cpu_s"] > 0
             assert r["inserts_per_s"] == pytest.approx(r["inserts_server"] / writer["seconds"])
             # n-step 3: every env step writes one transition, every episode end (each 50 steps) two more.
             ends = writer["env_steps"] // 50 + 1
