@@ -27,6 +27,7 @@ from actorq.config.schema import (
     SUITES,
     ExperimentConfig,
 )
+from actorq.status import ROLE_NAMES
 
 
 class ConfigError(ValueError):
@@ -219,7 +220,7 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
         raise ConfigError("need 0 <= actor.epsilon_min <= actor.epsilon_max <= 1")
     if config.network.vmin >= config.network.vmax:
         raise ConfigError("network.vmin must be below network.vmax")
-    for role in ("replay", "learner", "quantizer", "actor", "evaluator"):
+    for role in ROLE_NAMES:
         cpus = getattr(config.affinity, role)
         if any(c < 0 for c in cpus) or len(set(cpus)) != len(cpus):
             raise ConfigError(

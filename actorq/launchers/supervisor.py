@@ -24,7 +24,8 @@ from actorq.launchers.energy import EnergyMeter
 from actorq.launchers.monitor import RunMonitor, format_summary
 from actorq.launchers.placement import Placement, RunContext
 from actorq.launchers.topology import RoleSpec, topology
-from actorq.roles.weights_key import describe, ensure_run_key, load_key_file
+from actorq.roles.weights_key import run_key_file
+from actorq.usage import EXIT_INTERRUPTED
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ EXIT_CODES = {
     "max_actor_steps": 0,
     "max_learner_steps": 0,
     "role_failed": 1,
-    "interrupted": 130,
+    "interrupted": EXIT_INTERRUPTED,
 }
 """The process exit status for each stop reason."""
 
@@ -61,8 +62,10 @@ def run_context(
     insecure_weights: bool = False,
     weights_key_file: str | Path | None = None,
 ) -> RunContext:
-    """The run's context: its replay port and weights key file (created here for a new run, reused by ``--resume``;
-    ``weights_key_file`` uses an existing key instead; none with ``insecure_weights``)."""
+    """The run's context: its replay port and weights key file, by the one key rule
+    (:func:`actorq.roles.weights_key.run_key_file`: ``weights_key_file``, else ``$ACTORQ_WEIGHTS_KEY_FILE``, else
+    ``RUN_DIR/secrets/weights.key``, created for a new run and reused by ``--resume``; none with
+    ``insecure_weights``). Every role is then given that file."""
     import portpicker
 
     run_dir = Path(run_dir)
@@ -70,8 +73,9 @@ def run_context(
         key_file = None
         log.warning("--insecure-weights: weight messages are unsigned; actors accept whatever replay holds")
     else:
-        key_file = Path(weights_key_file) if weights_key_file else ensure_run_key(run_dir)
-        load_key_file(key_file)  # a bad key file is an error now, before any role starts
+        key_file = run_key_file(
+            run_dir, weights_key_file
+        )  # a bad key file is an error now, before any role starts
     return RunContext(
         config=config,
         run_dir=run_dir,
@@ -102,22 +106,31 @@ class Supervisor:
         self.specs = topology(self.run_ctx.config)
         self.health = {spec.label: _Health(spec) for spec in self.specs}
         self.monitor = RunMonitor(
-            self.run_ctx.config, self.run_ctx.run_dir, placement.status, [s.label for s in self.specs]
+            self.run_ctx.config,
+            self.run_ctx.run_dir,
+            placement.status,
+            [s.label for s in self.specs],
+            restarts=self.restart_counts,
         )
         self.address = ""
         self.failure = ""
         self._interrupted = threading.Event()
 
     # -- health ----------------------------------------------------------------------------------------------
+    def restarts(self, label: str) -> int:
+        """How often ``label`` was restarted: by this supervisor, or by the placement on its own (Ray)."""
+        return self.health[label].restarts + self.placement.restarts(label)
+
+    def restart_counts(self) -> dict[str, int]:
+        """Restarts of each role restarted at least once (summary.json's ``restarts``)."""
+        return {label: n for label in self.health if (n := self.restarts(label))}
+
     def _check_roles(self) -> str | None:
-        """Restart restartable roles that died; 'role_failed' when a fatal one died or its restarts ran out,
-        'max_learner_steps' when the learner ended cleanly on its step budget."""
+        """Restart restartable roles that died (after a backoff, through :meth:`Placement.restart`); 'role_failed'
+        when a fatal one died, its restarts ran out or the placement cannot restart it; 'max_learner_steps' when
+        the learner ended cleanly on its step budget."""
         now = time.monotonic()
         for label, health in self.health.items():
-            if self.placement.restarts_itself:
-                self.monitor.restarts[label] = self.placement.restarts(label)
-                if not self.monitor.restarts[label]:
-                    del self.monitor.restarts[label]
             code = self.placement.exit_code(label)
             if code is None:
                 continue
@@ -132,19 +145,21 @@ class Supervisor:
                     )
                     return "max_learner_steps"
                 log.warning("%s exited with %s", label, code)
-                restartable = health.spec.role in RESTARTABLE and self.placement.can_restart
-                if self.placement.restarts_itself or not restartable or health.restarts >= MAX_RESTARTS:
-                    where = self.placement.log_path(label) or self.placement.where(label)
-                    self.failure = f"{label} exited with {code} (see {where})"
-                    return "role_failed"
+                if health.spec.role not in RESTARTABLE or self.restarts(label) >= MAX_RESTARTS:
+                    return self._failed(label, code)
                 health.restart_at = now + min(2.0**health.restarts, 30.0)
             elif now >= health.restart_at:
-                health.restarts += 1
                 health.restart_at = None
-                self.monitor.restarts[label] = health.restarts
-                log.warning("restarting %s (restart %d/%d)", label, health.restarts, MAX_RESTARTS)
-                self.placement.restart(label)
+                if not self.placement.restart(label):
+                    return self._failed(label, code)
+                health.restarts += 1
+                log.warning("restarted %s (restart %d/%d)", label, self.restarts(label), MAX_RESTARTS)
         return None
+
+    def _failed(self, label: str, code: int) -> str:
+        where = self.placement.log_path(label) or self.placement.where(label)
+        self.failure = f"{label} exited with {code} (see {where})"
+        return "role_failed"
 
     # -- stopping --------------------------------------------------------------------------------------------
     def stop(self) -> dict[str, int | None]:
@@ -166,7 +181,8 @@ class Supervisor:
     def _loop(self) -> str:
         last_view = 0.0
         ctx = self.run_ctx
-        redraw = sys.stdout.isatty() and not self.placement.interleaves_output
+        # Redraw the screen only when no role prints to this terminal (each has its own console log).
+        redraw = sys.stdout.isatty() and all(self.placement.log_path(s.label) for s in self.specs)
         while True:
             if self._interrupted.is_set() or self.placement.interrupted():
                 return "interrupted"
@@ -200,7 +216,7 @@ class Supervisor:
             try:
                 self.placement.open()
                 self.address = self.placement.start_roles(self.specs, REPLAY_START_S)
-                self.monitor.started = time.time()
+                self.monitor.start()
                 reason = self._loop()
             except KeyboardInterrupt:
                 reason = "interrupted"
@@ -225,14 +241,15 @@ class Supervisor:
             "role_exit_codes": codes,
             "role_placement": where,
             "replay_address": self.address,
-            "weights_signing": describe(
-                load_key_file(self.run_ctx.weights_key_file) if self.run_ctx.weights_key_file else None
-            ),
+            "weights_signing": self.placement.weights_signing(),
         }
         energy_summary = energy.summary()
-        if self.placement.roles_report_cpu or not energy_summary.get("roles_cpu_seconds"):
-            # Roles that are not our descendants (Ray's workers): the CPU time they report themselves.
-            energy_summary["roles_cpu_seconds"] = round(self.monitor.roles_cpu_seconds(), 3)
+        energy_summary["roles_cpu_seconds"] = round(
+            self.placement.roles_cpu_seconds(
+                energy_summary.get("roles_cpu_seconds"), self.monitor.roles_cpu_seconds()
+            ),
+            3,
+        )
         extra["energy"] = energy_summary
         extra.update(self.placement.summary_extra())
         if self.failure:
