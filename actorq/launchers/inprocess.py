@@ -2,18 +2,21 @@
 integration tests). Same roles, same Reverb tables, same status records and metrics files as the multi-process
 placements, driven by the same :class:`~actorq.launchers.supervisor.Supervisor`.
 
-Threads cannot be killed: a stop sets the role's stop event and waits for its thread (at least
-:data:`JOIN_TIMEOUT_S`); a role that raised counts as exited with status 1, and its error goes into summary.json
-(``errors``), with the order roles ended (``role_end_order``) and any thread still alive after the stop. For the same
-reason, run it without a samples-per-insert limit (``replay.samples_per_insert=0``): once the learner has stopped,
-an actor's write held by the rate limiter cannot be interrupted, and the process can only end by aborting (the
-multi-process launchers end such a role's process instead).
+Every role runs in a :class:`~actorq.roles.host.RoleHost` that does not own its process. Threads cannot be killed:
+a stop sets the roles' stop events and waits for their threads (:data:`JOIN_TIMEOUT_S` per stop phase; a thread
+still blocked then gets its metrics and status written by its host); a role that raised counts as exited with
+status 1, and its error goes into summary.json (``errors``), with the order roles ended (``role_end_order``) and any
+thread still alive after the stop. For the same reason, run it without a samples-per-insert limit
+(``replay.samples_per_insert=0``): once the learner has stopped, an actor's write held by the rate limiter cannot be
+interrupted, and the process can only end by aborting (the multi-process launchers end such a role's process
+instead).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
@@ -24,7 +27,8 @@ from actorq.roles import RoleHost
 log = logging.getLogger(__name__)
 
 JOIN_TIMEOUT_S = 30.0
-"""How long a stop waits for a role's thread at least (a learner's final checkpoint can take a while here)."""
+"""How long a stop phase waits for its roles' threads at least (a learner's final checkpoint can take a while
+here, with every role's thread in one process): a run stops within 3 x 30 = 90 s at worst."""
 
 
 class InProcessPlacement(Placement):
@@ -78,10 +82,13 @@ class InProcessPlacement(Placement):
         return None if host is None or host.running() else host.code
 
     def stop(self, labels: list[str], grace_s: float) -> dict[str, int | None]:
+        """Set each role's stop event, then wait for the phase's threads together: at most ``max(grace_s,
+        JOIN_TIMEOUT_S)`` for all of them (so a run stops within three times that, one wait per stop phase)."""
         hosts = [self.roles[label] for label in labels if label in self.roles]
         for host in hosts:
             host.stop_event.set()
-        return {host.label: host.stop(max(grace_s, JOIN_TIMEOUT_S)) for host in hosts}
+        deadline = time.monotonic() + max(grace_s, JOIN_TIMEOUT_S)
+        return {host.label: host.stop(max(0.0, deadline - time.monotonic())) for host in hosts}
 
     def where(self, label: str) -> str:
         return f"thread {label}" if label in self.roles else "-"

@@ -38,11 +38,12 @@ from actorq.usage import child_environment
 
 log = logging.getLogger(__name__)
 
-RUN_STOP_GRACE_S = 90.0
+RUN_STOP_GRACE_S = 120.0
 """How long a run may take to stop after a forwarded Ctrl-C/SIGTERM before it is killed. An ActorQ run stops its
-learner, then actors, quantizer and evaluator, then replay (each phase up to ``ROLE_STOP_GRACE_S`` = 8 s, usually
-a few seconds), and writes its summary within ~25 s at worst;
-Acme's Launchpad program (the baseline) takes longer to tear its nodes down, so 90 s leaves both room."""
+learner, then actors, quantizer and evaluator, then replay, and writes its summary; the worst case depends on the
+placement (:data:`actorq.launchers.supervisor.ROLE_STOP_GRACE_S`): ~24 s local, ~39 s launchpad, ~30 s Ray plus its
+cluster's shutdown, and 90 s in-process (threads cannot be killed: 30 s per phase), usually a few seconds.
+Acme's Launchpad program (the baseline) takes longer to tear its nodes down. 120 s leaves all of them room."""
 INCOMPLETE_DIR = "_incomplete"
 LOGS_DIR = "logs"
 

@@ -36,9 +36,12 @@ with ``actorq train --resume RUN_DIR``."""
 MAX_RESTARTS = 5
 """Restarts per role before its death ends the run."""
 ROLE_STOP_GRACE_S = 8.0
-"""How long a role may take to exit after it is asked to stop (flush metrics, final checkpoint) before it is
-killed. Roles stop in three phases (the learner, then actors, quantizer and evaluator, then replay), so a run stops
-within about three times this, and usually within a few seconds."""
+"""How long a role may take to exit after it is asked to stop (flush metrics, final checkpoint) before it is forced.
+Roles stop in three phases (the learner, then actors, quantizer and evaluator, then replay), and each placement
+waits per phase: local this long, then SIGKILL (a run stops within ~24 s); launchpad this plus 5 s to reap the
+killed (~39 s); Ray this plus 2 s, then ``ray.kill`` (~30 s, plus the shutdown of a cluster the run started);
+in-process, whose threads cannot be killed, ``JOIN_TIMEOUT_S`` = 30 s (90 s). Those are the worst cases: a run
+usually stops within a few seconds (measured per placement in README's "Stopping")."""
 REPLAY_START_S = 120.0
 """How long replay may take to serve (TensorFlow's import, a checkpoint to restore) before the run fails."""
 
