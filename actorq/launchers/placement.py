@@ -54,8 +54,7 @@ class Placement(ABC):
       restarts the placement did on its own (Ray), which the supervisor adds to its own;
     * :meth:`status`, :meth:`where`, :meth:`log_path`: a role's record, place and console log (a role without a log
       file prints to this terminal, so the live view is appended, not redrawn);
-    * :meth:`interrupted`, :meth:`roles_cpu_seconds`, :meth:`weights_signing`, :meth:`summary_extra`: what the
-      run's stop and summary need from it.
+    * :meth:`roles_cpu_seconds`, :meth:`weights_signing`, :meth:`summary_extra`: what summary.json needs from it.
     """
 
     name: ClassVar[str] = ""
@@ -98,10 +97,6 @@ class Placement(ABC):
     @abstractmethod
     def exit_code(self, label: str) -> int | None:
         """None while the role runs (or is being restarted by the placement), else its exit status."""
-
-    def interrupted(self) -> bool:
-        """True when the user interrupted the run through the placement (e.g. launchpad's own Ctrl-C handler)."""
-        return False
 
     def restart(self, label: str) -> bool:
         """Start a role that ended again, with the same arguments; False when this placement cannot (threads, or a

@@ -187,7 +187,7 @@ class Supervisor:
         # Redraw the screen only when no role prints to this terminal (each has its own console log).
         redraw = sys.stdout.isatty() and all(self.placement.log_path(s.label) for s in self.specs)
         while True:
-            if self._interrupted.is_set() or self.placement.interrupted():
+            if self._interrupted.is_set():
                 return "interrupted"
             fatal = self._check_roles()
             if fatal:

@@ -164,7 +164,7 @@ class RoleBase:
 
     name = "role"
     own_process = False
-    """True when this role is alone in its process (set by :func:`actorq.roles.main`)."""
+    """True when this role is alone in its process (set by :class:`actorq.roles.host.RoleHost`)."""
 
     def __init__(self, config: ExperimentConfig, run_dir: str | Path, index: int | None = None):
         self.config = config
