@@ -95,6 +95,9 @@ class _Health:
 
     spec: RoleSpec
     restarts: int = 0
+    """Restarts this supervisor made (through ``Placement.restart``)."""
+    placement_restarts: int = 0
+    """Restarts the placement made on its own (``Placement.restarts``, read at every health check)."""
     restart_at: float | None = None
     exits: list[int] = field(default_factory=list)
 
@@ -122,7 +125,8 @@ class Supervisor:
     # -- health ----------------------------------------------------------------------------------------------
     def restarts(self, label: str) -> int:
         """How often ``label`` was restarted: by this supervisor, or by the placement on its own (Ray)."""
-        return self.health[label].restarts + self.placement.restarts(label)
+        health = self.health[label]
+        return health.restarts + health.placement_restarts
 
     def restart_counts(self) -> dict[str, int]:
         """Restarts of each role restarted at least once (summary.json's ``restarts``)."""
@@ -134,6 +138,8 @@ class Supervisor:
         the learner ended cleanly on its step budget."""
         now = time.monotonic()
         for label, health in self.health.items():
+            # Read while the run goes on: the placement may not answer once it is closed (Ray's table).
+            health.placement_restarts = self.placement.restarts(label)
             code = self.placement.exit_code(label)
             if code is None:
                 continue
