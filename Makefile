@@ -1,5 +1,5 @@
-# ActorQ: two commands. `make run` trains with int8 actors and prints a summary (README says why it is DQN on
-# CartPole-v1); `make test` runs the test suite.
+# ActorQ: two commands. `make run` trains with int8 actors and prints a summary (docs/measured.md says why it is
+# DQN on CartPole-v1); `make test` runs the test suite.
 # Both build the pinned Python 3.10 virtualenv .venv first when it is missing (about 3 minutes here).
 
 SHELL := /bin/bash

@@ -38,7 +38,7 @@ QUICK_OVERRIDES = [
 def comparison_table(out: Path) -> str:
     """Time to reward per label with speedups against Acme and against ActorQ fp32 (from the run directories)."""
     from actorq.report.analysis import build_tables
-    from actorq.report.runs import load_runs
+    from actorq.report.records import load_runs
 
     runs, _ = load_runs([out])
     lines = []

@@ -163,11 +163,15 @@ class Experiment:
         return code
 
     def _write_record(self, run: PlannedRun) -> bool:
-        """Write the run's curated record; a failure is logged (the run directory still holds everything)."""
+        """Write the run's curated record. A run directory it cannot read (no summary, no time zero) or a record it
+        cannot write is logged and the grid goes on (the run directory still holds everything, and a rerun of the
+        experiment writes the record); anything else is a bug and stops the grid."""
         try:
             write_record(self.out / run.name, self.records_dir, dict(run.sweep))
-        except Exception:  # noqa: BLE001  (a report-side bug must not stop a grid of hours; a rerun retries it)
-            log.exception("could not write the record of %s (a rerun of the experiment writes it)", run.name)
+        except (OSError, ValueError) as exc:
+            log.error(
+                "could not write the record of %s (%s); rerun the experiment to write it", run.name, exc
+            )
             return False
         return True
 

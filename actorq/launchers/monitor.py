@@ -185,11 +185,11 @@ class RunMonitor:
         ev = self.evaluations()
         steps = self.actor_steps()
         target = self.config.target_return
-        to_target = None
+        to_target = step_to_target = None
         if target is not None:
             hits = [e for e in ev if e.eval_return >= target]
             if hits:
-                to_target = hits[0].time - self.started
+                to_target, step_to_target = hits[0].time - self.started, hits[0].learner_step
         breakdown = {}
         for comp in BREAKDOWN_COMPONENTS:
             per_actor = [a.breakdown_s.get(comp, 0.0) / max(a.step, 1) for a in actors.values()]
@@ -211,6 +211,7 @@ class RunMonitor:
             "evaluations": len(ev),
             "target_return": target,
             "seconds_to_target": None if to_target is None else round(to_target, 2),
+            "learner_steps_to_target": step_to_target,
             "actor_steps_per_second": round(steps / wall, 2) if wall > 0 else 0.0,
             "min_broadcasts_received": min((a.broadcasts_received for a in actors.values()), default=0),
             "rejected_messages": sum(a.rejected_messages for a in actors.values()),
@@ -234,16 +235,3 @@ class RunMonitor:
 
 def _fmt(value) -> str:
     return "     -" if value is None else f"{value:8.1f}"
-
-
-def format_summary(summary: dict) -> str:
-    """The end-of-run summary as aligned ``key: value`` lines."""
-    width = max(len(k) for k in summary)
-    lines = []
-    for key, value in summary.items():
-        if isinstance(value, dict):
-            value = ", ".join(
-                f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in value.items()
-            )
-        lines.append(f"{key:<{width}} : {value}")
-    return "\n".join(lines)

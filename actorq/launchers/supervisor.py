@@ -21,8 +21,9 @@ from typing import Any
 
 from actorq.config import ExperimentConfig
 from actorq.launchers.energy import EnergyMeter
-from actorq.launchers.monitor import RunMonitor, format_summary
+from actorq.launchers.monitor import RunMonitor
 from actorq.launchers.placement import Placement, RunContext
+from actorq.launchers.summary_text import human_summary
 from actorq.launchers.topology import RoleSpec, topology
 from actorq.roles.weights_key import run_key_file
 from actorq.usage import EXIT_INTERRUPTED
@@ -265,10 +266,8 @@ class Supervisor:
             extra["failure"] = self.failure
         summary = self.monitor.write_summary(reason, wall_seconds=wall, extra=extra)
         if not self.run_ctx.quiet:
-            sys.stdout.write(
-                self.monitor.progress() + f"\n\nsummary ({self.run_ctx.run_dir / 'summary.json'})\n"
-            )
-            sys.stdout.write(format_summary(summary) + "\n")
+            path = self.run_ctx.run_dir / "summary.json"
+            sys.stdout.write(f"{self.monitor.progress()}\n\n{human_summary(summary, path)}\n")
         if self.failure:
             log.error("run failed: %s", self.failure)
         return EXIT_CODES.get(summary["exit"], 1)

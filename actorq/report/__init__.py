@@ -1,6 +1,21 @@
-"""The ActorQ paper-style report, built from run directories alone (``actorq report DIR... --out OUT``).
+"""The ActorQ paper-style report, built from run directories or their curated records (``actorq report DIR...
+--out OUT``).
 
-``stats`` holds the pure statistics (thresholds, time to threshold on noisy curves, medians over seeds, regime
-diagnosis, projections), ``runs`` reads run directories, ``analysis`` turns runs into the report's tables,
-``render`` draws the figures and ``markdown`` writes the text; ``paper`` holds the ActorQ paper's own numbers.
+Modules, from the bottom up (each imports only modules above it in this list; no circles):
+
+* ``stats``: pure statistics on numbers (smoothing, thresholds, time to threshold after the first learner
+  update, the untrained score, medians over seeds, curve bands, projections);
+* ``bootstrap``: bootstrap confidence intervals with censoring, and the rate limiter's blocked shares;
+* ``regime``: the one regime model (learner capacity C, actor supply S_p, ``min(S_p, C / spi)``, each run's
+  label and the predicted speed-up);
+* ``paper``: the ActorQ paper's own numbers;
+* ``runs``: reading one run directory (summary, config, metrics) into a ``RunData``;
+* ``disturbance``: how much of the machine other processes used during a run;
+* ``measure``: per-run measurements (rates, breakdown, energy, blocked shares) from a run or its record;
+* ``records``: curated run records, written by ``actorq experiment`` and read by the report (``load_runs``);
+* ``paired``: reward against fp32 seed by seed at equal env steps or learner steps;
+* ``analysis``: runs grouped per task and label into tables (threshold, times, speed-ups, regimes);
+* ``markdown``, ``grid_md``, ``projection_md``: the report's text and tables;
+* ``render``: the figures;
+* ``cli``: ``actorq report``.
 """

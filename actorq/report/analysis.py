@@ -18,9 +18,11 @@ from actorq.report.measure import (
     PROJECTION_K,
     WATTS_PER_CORE,
     RunMetrics,
-    diagnose_run,
     measure_run,
+    rates,
 )
+from actorq.report.paired import PairedReward, paired_reward
+from actorq.report.regime import assess, predicted_speedup
 from actorq.report.runs import RunData, split_label
 
 __all__ = [
@@ -47,6 +49,8 @@ class TaskTable:
     runs: dict[str, list[RunMetrics]]
     config_differences: dict[str, list[str]] = field(default_factory=dict)
     """Config keys (other than precision, wire bits and seed) whose values differ between the task's runs."""
+    window: int = stats.DEFAULT_WINDOW
+    """k, the evaluations the threshold smooths over (and the final reward averages)."""
 
     def labels(self) -> list[str]:
         """Sweep cell by sweep cell, fp32, fp16, int8 and then other labels within each."""
@@ -76,8 +80,13 @@ class TaskTable:
 
     def ratio_ci(self, base_label: str, label: str) -> bootstrap.Interval:
         """Median time of ``base_label`` / median time of ``label`` with its bootstrap 95% CI, resampled by seed
-        when both labels ran the same seeds once each (a seed's runs share its machine), else run by run."""
+        when both labels ran the same seeds once each (a seed's runs share its machine), else run by run.
+
+        Undefined (None parts) when the threshold is degenerate: times to a score the untrained policy already
+        makes do not measure learning."""
         base_runs, runs = self.runs.get(base_label, []), self.runs.get(label, [])
+        if self.degenerate:
+            return bootstrap.Interval(None, None, None, len(runs), sum(m.t_reach is not None for m in runs))
         base_seeds, seeds = [m.seed for m in base_runs], [m.seed for m in runs]
         paired = bool(runs) and len(set(seeds)) == len(seeds) and sorted(base_seeds) == sorted(seeds)
         if paired:
@@ -89,6 +98,22 @@ class TaskTable:
             paired=paired,
             base_censored_at=[m.t_censored for m in base_runs],
             other_censored_at=[m.t_censored for m in runs],
+        )
+
+    def predicted_speedup(self, label: str, base: str = "fp32") -> float | None:
+        """The regime model's speed-up of ``label`` over ``base`` in its sweep cell: the ratio of the median
+        delivered env steps/s (:func:`actorq.report.regime.predicted_speedup`)."""
+
+        def delivered(lab: str) -> list[float | None]:
+            return [m.regime.delivered if m.regime else None for m in self.runs.get(lab, [])]
+
+        return predicted_speedup(delivered(label), delivered(self.base_of(label, base)))
+
+    def paired_reward(self, label: str, axis: str = "actor_steps", base: str = "fp32") -> PairedReward | None:
+        """``label``'s reward against ``base`` of its sweep cell, seed by seed, over the same steps of ``axis``
+        (:mod:`actorq.report.paired`)."""
+        return paired_reward(
+            self.runs.get(self.base_of(label, base), []), self.runs.get(label, []), axis, self.window
         )
 
     def best_cell(self, precision: str) -> str | None:
@@ -125,12 +150,16 @@ class TaskTable:
 
     @property
     def degenerate(self) -> bool:
-        """Whether the untrained policy already reaches the threshold (time to reward then measures start-up)."""
+        """Whether any run's untrained policy already scores at or above the threshold (smoothed as the threshold
+        is): then time to reward measures start-up, not learning, and no speed-up is taken from it."""
         untrained = self.untrained()
         return untrained is not None and self.threshold is not None and untrained >= self.threshold
 
     def speedup(self, label: str, base: str = "fp32") -> tuple[float | None, list[float]]:
-        """(ratio of median times base/label, per-seed paired ratios); ``base`` within the label's sweep cell."""
+        """(ratio of median times base/label, per-seed paired ratios); ``base`` within the label's sweep cell.
+        ``(None, [])`` when the threshold is degenerate (see :meth:`ratio_ci`)."""
+        if self.degenerate:
+            return None, []
         base = self.base_of(label, base)
         t_base = self.summary(base, "t_reach", censored=True).median
         t = self.summary(label, "t_reach", censored=True).median
@@ -162,8 +191,13 @@ def build_tables(
         by_label: dict[str, list[RunMetrics]] = {}
         for run in sorted(group, key=lambda r: (r.label, r.seed)):
             by_label.setdefault(run.label, []).append(measure_run(run, threshold, k, statistic))
-        _same_actor_rate_source([m for ms in by_label.values() for m in ms])
-        table = TaskTable(task, best, max(raw) if raw else None, threshold, threshold_source, by_label)
+        everyone = [m for ms in by_label.values() for m in ms]
+        _same_actor_rate_source(everyone)
+        for m, regime in zip(everyone, assess([rates(m) for m in everyone]), strict=True):
+            m.regime = regime
+        table = TaskTable(
+            task, best, max(raw) if raw else None, threshold, threshold_source, by_label, window=k
+        )
         swept = {key for r in group for key in r.sweep}
         table.config_differences = {
             k: v for k, v in config_differences([r.config for r in group]).items() if k not in swept
@@ -179,7 +213,6 @@ def _same_actor_rate_source(runs: list[RunMetrics]) -> None:
     for m in runs:
         if m.actor_free_source == "cpu":
             m.actor_free_rate, m.actor_free_source = m.actor_wall_rate, "wall"
-            diagnose_run(m)
 
 
 COMPARED_AWAY = ("actor.precision", "quantizer.comm_bits", "seed", "paper")

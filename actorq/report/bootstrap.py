@@ -1,4 +1,4 @@
-"""Bootstrap 95% confidence intervals over seeds, with censoring, and the regime from measured blocking.
+"""Bootstrap 95% confidence intervals over seeds, with censoring, and the rate limiter's blocked shares.
 
 * **Censored median** (times to threshold): a run that never reached the threshold counts as +infinity (slower
   than every run that did), never dropped. Each bootstrap resample takes ``n`` runs with replacement and its
@@ -37,9 +37,6 @@ RNG_SEED = 20
 MIN_RUNS = 3
 """Fewest runs (with values) behind a bootstrap interval; with fewer the interval is undefined (None), and no
 speed-up can be claimed from it."""
-REGIME_SHARE = 0.5
-"""A side that is blocked on the rate limiter for at least this share of the acting time (and more than the other
-side) sets the regime: actors blocked -> learner-bound, learner blocked -> actor-bound; otherwise balanced."""
 
 
 @dataclass(frozen=True)
@@ -216,18 +213,6 @@ def mean_ci(values: Sequence[float | None], level: float = LEVEL) -> Interval:
     means = _resample(x, np.random.default_rng(RNG_SEED)).mean(axis=1)
     low, high = _bounds(means, level)
     return Interval(float(x.mean()), low, high, len(values), int(x.size))
-
-
-def blocked_regime(learner_share: float | None, actor_share: float | None) -> str:
-    """ "learner-bound", "actor-bound", "balanced" or "unknown" from the shares of the acting time the learner and
-    the actors spent blocked on the rate limiter (see :data:`REGIME_SHARE`)."""
-    if learner_share is None or actor_share is None:
-        return "unknown"
-    if actor_share >= REGIME_SHARE and actor_share > learner_share:
-        return "learner-bound"
-    if learner_share >= REGIME_SHARE and learner_share > actor_share:
-        return "actor-bound"
-    return "balanced"
 
 
 def limiter_blocked_shares(

@@ -20,7 +20,9 @@ from actorq.report import markdown as md
 from actorq.report import projection_md as pmd
 from actorq.report.analysis import PROJECTION_K, TaskTable, build_tables
 from actorq.report.disturbance import disturbed_note
-from actorq.report.runs import load_runs, split_label
+from actorq.report.paired import AXES
+from actorq.report.records import load_runs
+from actorq.report.runs import split_label
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,10 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
         "",
     ]
     s += ["### Throughput and CPU per role\n", gmd.throughput_table(t), "", gmd.THROUGHPUT_NOTE, ""]
+    paired = {axis: gmd.paired_table(t, axis) for axis in AXES}
+    for axis, text in paired.items():
+        s += [f"### {gmd.paired_title(axis)}\n", text, ""] if text else []
+    s += [gmd.PAIRED_NOTE, ""] if any(paired.values()) else []
     s += ["### Regime of each run (time blocked on the rate limiter)\n", gmd.regime_counts(t) + ".", ""]
     s += [gmd.blocked_table(everyone), "", gmd.BLOCKED_NOTE, ""]
     s += ["### Convergence\n"]
@@ -72,13 +78,13 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     s.append(
         "Pull time counts every pull (also those that found no newer version), divided by broadcasts received.\n"
     )
-    s += ["### Regime diagnosis from rates (model)\n", pmd.regime_table(t), ""]
-    s.append(
-        f"A run is **learner-bound** when its actors could insert >= {stats.LEARNER_BOUND_RATIO}x what the "
-        f"learner's sampling allows or spend >= {stats.LEARNER_BOUND_WAIT_SHARE:.0%} of their time waiting on "
-        "the rate limiter; otherwise **actor-bound**. In a learner-bound run, faster (quantized) actors cannot "
-        "shorten the time to reward: they wait.\n"
-    )
+    s += [
+        "### Regime of each run: the model and its numbers\n",
+        pmd.regime_table(t),
+        "",
+        pmd.REGIME_MODEL,
+        "",
+    ]
     s += ["### Projection: time to reward with a k-times faster learner (model, not measured)\n"]
     s += [pmd.projection_table(t), "", pmd.PROJECTION_MODEL, ""]
     budget = pmd.budget_steps(t)
@@ -197,13 +203,16 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
                         "acting_seconds": m.acting_seconds,
                         "learner_blocked_share": m.learner_blocked_share,
                         "actor_blocked_share": m.actor_blocked_share,
-                        "regime": m.blocked_regime,
+                        "regime": m.regime.label if m.regime else None,
+                        "regime_model": m.regime.as_dict() if m.regime else None,
                         "outside_share": m.outside_share,
                         "outside_source": m.outside_source,
                     }
                     for m in t.runs[label]
                 },
                 "regimes": [m.regime.label if m.regime else None for m in t.runs[label]],
+                "predicted_speedup": t.predicted_speedup(label),
+                "paired_reward": {axis: _paired_json(t, label, axis) for axis in AXES},
                 "projected_s": {
                     ("inf" if math.isinf(k) else str(k)): stats.censored_median(
                         [m.projected(k) for m in t.runs[label]]
@@ -230,6 +239,14 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
             "labels": labels,
         }
     return out
+
+
+def _paired_json(t: TaskTable, label: str, axis: str) -> dict[str, object] | None:
+    p = t.paired_reward(label, axis) if split_label(label)[0] != "fp32" else None
+    if p is None:
+        return None
+    return {"seeds": p.seeds, "upto": p.upto, "mean_difference": p.difference("mean").as_dict(),
+            "final_difference": p.difference("final").as_dict()}  # fmt: skip
 
 
 def build_report(

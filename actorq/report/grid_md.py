@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from actorq.report import bootstrap, paper, stats
+import numpy as np
+
+from actorq.report import bootstrap, paper, regime, stats
 from actorq.report.analysis import RunMetrics, TaskTable
 from actorq.report.disturbance import share_cell
 from actorq.report.markdown import fmt, table
+from actorq.report.paired import AXES
 from actorq.report.runs import split_label
 
 ROLES = ("replay", "learner", "quantizer", "actors", "evaluator")
@@ -37,6 +40,7 @@ def ci_table(t: TaskTable) -> str:
         "runs",
         "time to threshold (s), median [95% CI] (reached/n)",
         "speed-up vs fp32 [95% CI]",
+        "predicted speed-up (model)",
         "learner steps to threshold (median)",
         "final reward, mean [95% CI]",
         "best reward, mean [95% CI]",
@@ -55,7 +59,8 @@ def ci_table(t: TaskTable) -> str:
             t.time_ci(label).fmt(0)
             if t.threshold is not None
             else "no threshold (no fp32 run has k evaluations)",
-            (speed.fmt(2, "x", inf="inf") + (" **faster**" if is_faster(speed) else "")) if speed else "-",
+            _speed_cell(t, speed),
+            fmt(t.predicted_speedup(label), 2, "x") if split_label(label)[0] != "fp32" else "-",
             t.summary(label, "learner_steps_reach", censored=True).fmt(0),
             bootstrap.mean_ci([m.final_return for m in runs]).fmt(1),
             bootstrap.mean_ci([m.best_smoothed for m in runs]).fmt(1),
@@ -66,6 +71,14 @@ def ci_table(t: TaskTable) -> str:
     return table(header, rows)
 
 
+def _speed_cell(t: TaskTable, speed: bootstrap.Interval | None) -> str:
+    if speed is None:
+        return "-"
+    if t.degenerate:
+        return "not used: threshold at or below an untrained score"
+    return speed.fmt(2, "x", inf="inf") + (" **faster**" if is_faster(speed) else "")
+
+
 CI_NOTE = (
     "Medians over seeds with bootstrap 95% confidence intervals (4,000 resamples of the runs). A run that never "
     "reached the threshold is censored, not dropped: it counts as slower than every run that did, so a median or "
@@ -74,7 +87,9 @@ CI_NOTE = (
     "share its machine) and run by run otherwise. An unreached run bounds a speed-up by the time it was last seen short "
     "of the threshold: '>= 1.09x' means fp32's median run had not reached it by 1.09 times the precision's median "
     "time, and the interval's upper end is then unbounded. A speed-up is claimed (**faster**) only "
-    "where the interval's lower bound is above 1. Final reward: mean of the last k evaluations of each run; best reward: each "
+    "where the interval's lower bound is above 1, and never from a threshold at or below some run's untrained score. "
+    "Predicted speed-up: the regime model's ratio of median delivered env steps/s, min(S_p, C / spi) (see the "
+    "regime table below); it assumes reward per env step does not depend on precision. Final reward: mean of the last k evaluations of each run; best reward: each "
     "run's best mean of k consecutive evaluations."
 )
 
@@ -158,7 +173,7 @@ def blocked_table(runs: list[RunMetrics]) -> str:
             fmt(m.acting_seconds, 0),
             _blocked(m.learner_blocked_share, m.acting_seconds),
             _blocked(m.actor_blocked_share, m.acting_seconds),
-            m.blocked_regime,
+            m.regime.label if m.regime else "-",
             "not reached" if m.t_reach is None else fmt(m.t_reach, 0),
             share_cell(m.outside_share, m.outside_source),
         ]
@@ -171,8 +186,9 @@ BLOCKED_NOTE = (
     "Measured from the replay server's snapshots of its samples-per-insert rate limiter (every `log_period_s` "
     "after acting began): a snapshot within one learner batch plus one insert of the limiter's lower bound means the "
     "learner was blocked waiting for experience, near the upper bound the actors were blocked waiting for the "
-    "learner; the share of snapshots estimates the share of time. **learner-bound**: actors blocked at least "
-    f"{bootstrap.REGIME_SHARE:.0%} of the time (faster actors would only wait longer); **actor-bound**: the learner "
+    "learner; the share of snapshots estimates the share of time. The regime (one rule, "
+    "`actorq/report/regime.py`): **learner-bound**: actors blocked at least "
+    f"{regime.BLOCKED_SHARE:.0%} of the time (faster actors would only wait longer); **actor-bound**: the learner "
     "blocked at least that share (faster actors shorten the run); **balanced** otherwise. Others' CPU: the share "
     "of the machine's CPU that processes other than the run's used while it ran (measured by the launcher; "
     "'(codecarbon)': estimated from codecarbon's machine-wide load for runs made before that), bold above the "
@@ -184,7 +200,7 @@ def regime_counts(t: TaskTable) -> str:
     """``"fp32: 5 learner-bound; int8: 3 learner-bound, 2 balanced"``."""
     parts = []
     for label in t.labels():
-        counts = Counter(m.blocked_regime for m in t.runs[label])
+        counts = Counter(m.regime.label if m.regime else "unknown" for m in t.runs[label])
         parts.append(f"{label}: " + ", ".join(f"{n} {r}" for r, n in counts.most_common()))
     return "; ".join(parts)
 
@@ -192,3 +208,52 @@ def regime_counts(t: TaskTable) -> str:
 def is_faster(interval: bootstrap.Interval) -> bool:
     """The claim rule: a speed-up only where the CI's lower bound is above 1."""
     return interval.low is not None and interval.low > 1.0
+
+
+def paired_title(axis: str) -> str:
+    """The section heading of :func:`paired_table`."""
+    what = f"at equal {AXES[axis]}" if axis != "run" else "over whole runs"
+    return f"Reward {what}, paired by seed"
+
+
+def paired_table(t: TaskTable, axis: str) -> str:
+    """Per non-fp32 label: its reward against fp32's of the same cell and seed over the same steps of ``axis``;
+    empty when no label pairs with fp32."""
+    header = [
+        "precision",
+        "seeds",
+        f"{AXES[axis]} compared (median)" if axis != "run" else "cut",
+        "mean return over them: fp32 vs precision",
+        "difference per seed, mean [95% CI] (seeds); seeds below fp32",
+        f"final (last {t.window}) at them: difference [95% CI] (seeds); seeds below",
+    ]
+    rows = []
+    for label in t.labels():
+        if split_label(label)[0] == "fp32":
+            continue
+        p = t.paired_reward(label, axis)
+        if p is None:
+            continue
+        n = len(p.seeds)
+        rows.append(
+            [
+                label,
+                str(n),
+                fmt(stats.plain_median(p.upto).median, 0) if axis != "run" else "none",
+                f"{fmt(float(np.mean(p.base_mean)), 1)} vs {fmt(float(np.mean(p.mean)), 1)}",
+                f"{p.difference('mean').fmt(1)}; {p.below('mean')} of {n}",
+                f"{p.difference('final').fmt(1)}; {p.below('final')} of {n}",
+            ]
+        )
+    return table(header, rows) if rows else ""
+
+
+PAIRED_NOTE = (
+    "Each seed's run against fp32's run of the same seed and sweep cell, both cut at the smaller of their last "
+    "evaluations' step counts (so neither is credited with steps the other did not make): the mean of the "
+    "evaluations up to there and the mean of the last k of them ('whole runs': nothing cut, each run as its budget "
+    "left it). The predicted speed-up assumes reward per env step "
+    "does not depend on precision: an interval of the difference at equal env steps that holds 0 is consistent "
+    "with it; one that excludes 0 says the prediction misses by that much. (Runs whose networks were not seeded "
+    "start from different policies, which the per-seed difference then includes.)"
+)

@@ -111,8 +111,8 @@ def untrained_note(t: TaskTable) -> str:
         return ""
     if not t.degenerate:
         return (
-            f"The untrained policy (evaluations before the learner's first update) scores up to {fmt(untrained)}, "
-            f"below the threshold: reaching it takes learning."
+            f"The untrained policy (evaluations before the learner's first update, smoothed as the threshold is) "
+            f"scores up to {fmt(untrained)}, below the threshold: reaching it takes learning."
         )
     above = t.starting_above()
     total = sum(len(ms) for ms in t.runs.values())
@@ -122,20 +122,20 @@ def untrained_note(t: TaskTable) -> str:
     # networks do (the other runs' times still measure learning) calls for different remedies.
     if 2 * len(above) > total:
         why = (
-            "Most runs start there: fp32's best is barely past what an untrained policy scores, so the times above "
-            "measure start-up and evaluation timing, not learning speed; run longer (`--max-minutes`) so fp32 "
-            "learns past it before reading speedups from this table."
+            "Most runs start there: fp32's best is barely past what an untrained policy scores; run longer "
+            "(`--max-minutes`) so fp32 learns past it."
         )
     else:
         why = (
-            "A few initial networks were lucky; those runs' times measure start-up, not learning, while the other "
-            "runs had to learn. Medians over seeds are robust to a few such runs; check how the speedups change "
-            "without them, or use seeded initial networks (the same one for every precision of a seed)."
+            "A few initial networks were lucky; use seeded initial networks (the same one for every precision of a "
+            "seed) or a budget long enough that fp32 learns well past them."
         )
     return (
         f"**Degenerate threshold: the untrained policy already scores {fmt(untrained)} >= {fmt(t.threshold)}** "
-        "(mean of the evaluations before the learner's first update). "
-        f"{len(above)} of {total} runs start at or above it: {named}{more}. {why}"
+        "(evaluations before the learner's first update, smoothed as the threshold is). "
+        f"{len(above)} of {total} runs start at or above it: {named}{more}. A time to this threshold does not "
+        f"measure learning, so no speed-up is taken from it (evaluations before the first update never count as "
+        f"reaching it, but a trained policy may still score what an untrained one did). {why}"
     )
 
 
@@ -164,9 +164,9 @@ def paper_comparison(t: TaskTable) -> str:
         ours = interval.value
         if t.degenerate:
             out.append(
-                f"{label}: {fmt(ours, 2, 'x')} here vs {theirs:g}x in the paper, but not comparable: our threshold "
-                "is degenerate (the untrained policy reaches it, see above), so neither precision had to learn "
-                "anything to get there; the budget projection below compares them without a threshold."
+                f"{label}: no speed-up here ({theirs:g}x in the paper): our threshold is at or below an untrained "
+                "policy's score (see above), so reaching it does not measure learning; the budget projection below "
+                "compares them without a threshold."
             )
         elif ours is None or math.isinf(ours):
             out.append(

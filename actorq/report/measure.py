@@ -18,6 +18,7 @@ import numpy as np
 
 from actorq.report import bootstrap, stats
 from actorq.report.disturbance import outside_share
+from actorq.report.regime import Regime, RunRates
 from actorq.report.runs import RunData
 from actorq.timers import BREAKDOWN_COMPONENTS
 
@@ -44,11 +45,11 @@ class RunMetrics:
     final_return: float | None = None
     best_raw: float | None = None
     untrained_return: float | None = None
+    """The initial policy's score, smoothed as the threshold is (see :func:`stats.untrained_return`)."""
     budget_steps: float | None = None
     """The run's actor-step budget (``max_actor_steps``; the paper's "steps trained" in our configs)."""
     t_budget: float | None = None
     """Wall seconds to spend that budget, when the run ended on it."""
-    """Mean return of the evaluations before the learner's first update (see :func:`stats.untrained_return`)."""
     breakdown: dict[str, float] = field(default_factory=dict)
     """Seconds per env step per component (all actors' totals over all their steps)."""
     actor_steps: float = 0.0
@@ -67,7 +68,9 @@ class RunMetrics:
     learner_rate: float | None = None
     learner_insert_rate: float | None = None
     achieved_spi: float | None = None
-    regime: stats.Regime | None = None
+    regime: Regime | None = None
+    """Its label and the model's numbers (:mod:`actorq.report.regime`); set when the runs measured together are
+    assessed (:func:`actorq.report.analysis.build_tables`), since C may come from another run."""
     staleness: float | None = None
     """Median learner steps between the learner's newest weights and those an actor acts with."""
     message_bytes: int | None = None
@@ -93,8 +96,6 @@ class RunMetrics:
     :func:`bootstrap.limiter_blocked_shares`)."""
     actor_blocked_share: float | None = None
     """Share of the acting time the rate limiter held the actors back."""
-    blocked_regime: str = "unknown"
-    """learner-bound / actor-bound / balanced from the two blocked shares (:func:`bootstrap.blocked_regime`)."""
     outside_share: float | None = None
     """Share of the machine's CPU other processes used while the run ran (:mod:`actorq.report.disturbance`)."""
     outside_source: str | None = None
@@ -195,10 +196,28 @@ def _learner_measurements(m: RunMetrics) -> None:
         m.achieved_spi = (samples or 0.0) / inserts
 
 
-def diagnose_run(m: RunMetrics) -> None:
-    """The run's regime from its actor and learner rates (again whenever the actor rate is replaced)."""
-    spi = float(m.run.cfg("replay", "samples_per_insert", 0.0))
-    m.regime = stats.diagnose(m.actor_free_rate, m.learner_insert_rate, m.wait_share, spi)
+def rates(m: RunMetrics) -> RunRates:
+    """What the regime model needs of a measured run."""
+    hardware = m.run.summary.get("hardware") or {}
+    return RunRates(
+        name=m.run.name,
+        group=(
+            m.run.task,
+            str(m.run.cfg("learner", "batch_size", 0)),
+            str(hardware.get("model")),
+            str(hardware.get("cores")),
+        ),  # fmt: skip
+        precision=m.run.precision,
+        cell=",".join(f"{k}={v}" for k, v in sorted(m.run.sweep.items())),
+        samples_per_insert=float(m.run.cfg("replay", "samples_per_insert", 0.0)),
+        batch_size=int(m.run.cfg("learner", "batch_size", 0)),
+        learner_steps_per_s=m.learner_rate,
+        env_steps_per_s=m.actor_rate,
+        actor_free_rate=m.actor_free_rate,
+        actor_free_source=m.actor_free_source,
+        learner_blocked_share=m.learner_blocked_share,
+        actor_blocked_share=m.actor_blocked_share,
+    )
 
 
 def _staleness(m: RunMetrics) -> None:
@@ -328,9 +347,9 @@ def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -
         m.best_raw = float(np.nanmax(run.eval_return))
         m.best_smoothed = stats.best_smoothed([run.eval_return], k, statistic)
         m.final_return = float(np.mean(run.eval_return[-k:]))
-        m.untrained_return = stats.untrained_return(run.eval_learner_steps, run.eval_return)
+        m.untrained_return = stats.untrained_return(run.eval_learner_steps, run.eval_return, k, statistic)
     if threshold is not None and run.eval_return.size:
-        i = stats.first_crossing(run.eval_return, threshold, k, statistic)
+        i = stats.first_crossing(run.eval_return, run.eval_learner_steps, threshold, k, statistic)
         if i is not None:
             m.t_reach = float(run.eval_t[i])
             m.steps_reach = float(run.eval_steps[i]) if np.isfinite(run.eval_steps[i]) else None
@@ -353,8 +372,6 @@ def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -
     m.learner_steps_per_s = learner_steps / acting if acting > 0 and learner_steps else None
     m.message_bytes = run.summary.get("message_bytes")
     m.comm_bits = run.summary.get("comm_bits")
-    m.blocked_regime = bootstrap.blocked_regime(m.learner_blocked_share, m.actor_blocked_share)
-    diagnose_run(m)
     curve = agg.get("energy_curve") or []
     if m.t_reach is not None and curve:
         elapsed, cpu = np.asarray(curve, np.float64).T

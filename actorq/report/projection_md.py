@@ -1,47 +1,76 @@
-"""The report's regime diagnosis and its projections to a k-times faster learner, as markdown."""
+"""The report's regime table and its projections to a k-times faster learner, as markdown."""
 
 from __future__ import annotations
 
 import math
 
-from actorq.report import stats
+from actorq.report import regime, stats
 from actorq.report.analysis import PROJECTION_K, TaskTable
 from actorq.report.markdown import fmt, table
+from actorq.report.regime import Estimate
+
+
+def _estimate(e: Estimate | None, digits: int) -> str:
+    return "-" if e is None else f"{fmt(e.value, digits)} ({e.source})"
+
+
+def _pct(share: float | None) -> str:
+    return fmt(None if share is None else share * 100, 0, "%")
 
 
 def regime_table(t: TaskTable) -> str:
+    """Per run: its label, the blocked shares it is read from, the measured rates and the model's parameters."""
     header = [
         "run",
         "regime",
-        "learner steps/s",
-        "learner allows (inserts/s)",
-        "actors free (steps/s)",
-        "actors measured (steps/s)",
-        "capacity ratio",
-        "wait share",
-        "samples/insert (cfg)",
-        "why",
+        "learner / actors blocked",
+        "env steps/s (measured)",
+        "learner samples/s (measured)",
+        "S_p env steps/s (from)",
+        "C samples/s (from)",
+        "spi",
+        "model: min(S_p, C/spi)",
+        "model's regime",
     ]
     rows = []
     for label in t.labels():
         for m in t.runs[label]:
             r = m.regime
+            if r is None:
+                continue
+            agree = {True: "", False: " (**differs**)", None: ""}[r.agrees]
             rows.append(
                 [
                     m.run.name,
-                    r.label if r else "-",
-                    fmt(m.learner_rate, 2),
-                    fmt(m.learner_insert_rate, 1),
-                    fmt(m.actor_free_rate, 1)
-                    + (" (wall, lower bound)" if m.actor_free_source == "wall" else ""),
-                    fmt(m.actor_rate, 1),
-                    fmt(r.capacity_ratio if r else None, 2, "x"),
-                    fmt(None if m.wait_share is None else m.wait_share * 100, 0, "%"),
-                    f"{fmt(m.achieved_spi, 1)} ({fmt(float(m.run.cfg('replay', 'samples_per_insert', 0)), 0)})",
-                    r.reason if r else "-",
+                    r.label + (" (model)" if r.label_source == "model" else ""),
+                    f"{_pct(m.learner_blocked_share)} / {_pct(m.actor_blocked_share)}",
+                    fmt(r.rates.env_steps_per_s, 1),
+                    fmt(r.rates.learner_samples_per_s, 0),
+                    _estimate(r.supply, 0),
+                    _estimate(r.capacity, 0),
+                    fmt(r.rates.samples_per_insert, 2),
+                    fmt(r.delivered, 0),
+                    r.predicted + agree,
                 ]
             )
     return table(header, rows)
+
+
+REGIME_MODEL = (
+    "One model (`actorq/report/regime.py`): the learner consumes at most C samples/s, the actors of precision p "
+    "produce at most S_p env steps/s, and the samples-per-insert limiter lets through min(S_p, C / spi) env "
+    "steps/s; the predicted time-to-threshold speed-up of p over fp32 is the ratio of those rates, assuming reward "
+    "per env step does not depend on precision (tested below: reward at equal env steps). **regime** says which "
+    "term was the smaller one in the run itself, read from which side the limiter held back (see the blocked "
+    "table); '(model)' where the run has no limiter snapshots. S_p: the actors' env steps per second of their own "
+    "busy time, limiter waits taken out. C: learner samples/s (steps/s x batch) of a run whose learner was never "
+    f"starved (held back < {regime.STARVED_SHARE:.0%} of the acting time): the run itself, else the median of "
+    "such runs of the task on the same machine (a starved learner's own rate is what the actors allowed, not its "
+    f"capacity). The model's regime: learner-bound when S_p exceeds C/spi by {regime.MARGIN}x, actor-bound when "
+    "C/spi exceeds S_p by that, balanced between; **differs** marks runs where it is not what the run did. On a "
+    "machine where learner and actors share cores they take CPU from each other, so C and S_p measured apart "
+    "overstate what each gets together, and the model's delivered rate overstates the measured one."
+)
 
 
 PROJECTION_MODEL = (

@@ -7,7 +7,12 @@ CPU seconds per role, the rate limiter's blocked shares, the actors' runtime bre
 :data:`actorq.report.analysis.AGGREGATES`). A few kB instead of the run directory's MBs, and the report built from
 records alone is the same as the one built from the run directories (both go through the same aggregates).
 
-Records are plain JSON, read with :func:`json.loads` and checked for their schema; nothing is unpickled.
+Records are plain JSON, read with :func:`json.loads` and checked for their schema; nothing is unpickled. A record
+is written once, whole, when its run finishes; nothing edits a committed record in place.
+
+This module is where both sides meet: ``actorq experiment`` writes records with :func:`write_record`, the report
+reads them with :func:`load_runs`. It depends only on :mod:`~actorq.report.runs` and
+:mod:`~actorq.report.measure`, not on the report's tables or text.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from actorq.metrics import UNFINISHED_EXITS
-from actorq.report.runs import RunData, cell_label, group_label, load_run
+from actorq.report.measure import run_aggregates
+from actorq.report.runs import RunData, cell_label, discover, experiment_sweeps, group_label, load_run
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +42,6 @@ def make_record(run_dir: str | Path, sweep: dict[str, str] | None = None) -> dic
     Raises:
         ValueError: The run directory has no readable summary or no time zero (see :func:`load_run`).
     """
-    from actorq.report.measure import run_aggregates
-
     run = load_run(run_dir, sweep)
 
     def col(values: np.ndarray) -> list[float | None]:
@@ -61,7 +65,13 @@ def make_record(run_dir: str | Path, sweep: dict[str, str] | None = None) -> dic
 
 
 def write_record(run_dir: str | Path, records_dir: str | Path, sweep: dict[str, str] | None = None) -> Path:
-    """Write ``records_dir/<run>.json`` atomically; returns its path."""
+    """Write ``records_dir/<run>.json`` atomically (a new file; an existing record of the run is replaced whole,
+    never edited in place); returns its path.
+
+    Raises:
+        ValueError: The run directory has no readable summary or no time zero.
+        OSError: The record could not be written.
+    """
     record = make_record(run_dir, sweep)
     path = Path(records_dir) / f"{record['name']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -156,6 +166,32 @@ def load_records(paths: list[str | Path]) -> tuple[list[RunData], list[tuple[Pat
             continue
         if run.summary.get("exit") in UNFINISHED_EXITS:
             skipped.append((path, f"exit {run.summary.get('exit')}"))
+            continue
+        runs.append(run)
+    return runs, skipped
+
+
+def load_runs(paths: list[str | Path]) -> tuple[list[RunData], list[tuple[Path, str]]]:
+    """All finished runs under ``paths``, and ``(path, reason)`` for every run left out.
+
+    An experiment directory's curated records (``records/<run>.json``) stand for their runs, so a report needs no
+    run directory; a run directory without a record is read directly. A ``records`` directory may also be given
+    alone.
+    """
+    recorded, skipped = load_records(paths)
+    runs: list[RunData] = list(recorded)
+    have = {(r.path.parent.parent.resolve(), r.name) for r in recorded}
+    for path in discover(paths):
+        if (path.parent.resolve(), path.name) in have:
+            continue
+        try:
+            run = load_run(path, experiment_sweeps(path.parent).get(path.name))
+        except ValueError as exc:
+            skipped.append((path, str(exc)))
+            continue
+        exit_reason = run.summary.get("exit")
+        if exit_reason in UNFINISHED_EXITS:
+            skipped.append((path, f"exit {exit_reason}"))
             continue
         runs.append(run)
     return runs, skipped

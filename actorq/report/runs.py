@@ -21,7 +21,7 @@ import numpy as np
 import yaml
 
 from actorq.config import AUTO_COMM_BITS
-from actorq.metrics import UNFINISHED_EXITS, read_metrics
+from actorq.metrics import read_metrics
 
 log = logging.getLogger(__name__)
 
@@ -181,31 +181,3 @@ def load_run(path: str | Path, sweep: dict[str, str] | None = None) -> RunData:
         energy=read_metrics(path / "energy" / "metrics.csv"),
         sweep=dict(sweep or {}),
     )
-
-
-def load_runs(paths: list[str | Path]) -> tuple[list[RunData], list[tuple[Path, str]]]:
-    """All finished runs under ``paths``, and ``(path, reason)`` for every run left out.
-
-    An experiment directory's curated records (``records/<run>.json``) stand for their runs, so a report needs no
-    run directory; a run directory without a record is read directly. A ``records`` directory may also be given
-    alone.
-    """
-    from actorq.report.records import load_records
-
-    recorded, skipped = load_records(paths)
-    runs: list[RunData] = list(recorded)
-    have = {(r.path.parent.parent.resolve(), r.name) for r in recorded}
-    for path in discover(paths):
-        if (path.parent.resolve(), path.name) in have:
-            continue
-        try:
-            run = load_run(path, experiment_sweeps(path.parent).get(path.name))
-        except ValueError as exc:
-            skipped.append((path, str(exc)))
-            continue
-        exit_reason = run.summary.get("exit")
-        if exit_reason in UNFINISHED_EXITS:
-            skipped.append((path, f"exit {exit_reason}"))
-            continue
-        runs.append(run)
-    return runs, skipped

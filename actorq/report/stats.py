@@ -10,10 +10,12 @@ Definitions (the report prints them too):
   ``0.95 * best`` for positive returns and 5% worse than ``best`` for negative ones (MountainCar, Acrobot),
   where ``0.95 * best`` would lie above the best and be unreachable.
 * **Time to threshold**: the time (since the run started) of the first evaluation at which the smoothed return
-  is at or above the threshold; None when never reached. Unreached runs are *censored*: they count as slower
+  is at or above the threshold, smoothing only evaluations made after the learner's first update (an untrained
+  policy never "reaches" it); None when never reached. Unreached runs are *censored*: they count as slower
   than every reached run, so a median over seeds exists only when more than half the seeds reached it.
-* **Untrained return**: the mean of the evaluations made before the learner's first update (learner step 0).
-  When it is at or above the threshold, "time to reward" measures start-up, not learning: the report says so.
+* **Untrained return**: the evaluations made before the learner's first update (learner step 0), smoothed as the
+  threshold is (best trailing statistic of ``k``; all of them when fewer). When any run's is at or above the
+  threshold, the threshold does not measure learning: the report flags it and claims no speed-up from it.
 """
 
 from __future__ import annotations
@@ -65,18 +67,36 @@ def best_smoothed(
     return best
 
 
+def _trained(learner_steps: Sequence[float], values: Sequence[float]) -> np.ndarray:
+    """Indices of the evaluations made after the learner's first update (learner step > 0)."""
+    steps, returns = np.asarray(learner_steps, np.float64), np.asarray(values, np.float64)
+    if steps.shape != returns.shape:
+        raise ValueError(f"learner_steps ({steps.size}) and values ({returns.size}) differ in length")
+    return np.flatnonzero(steps > 0)
+
+
 def first_crossing(
-    values: Sequence[float], threshold: float, k: int = DEFAULT_WINDOW, statistic: str = "mean"
+    values: Sequence[float],
+    learner_steps: Sequence[float],
+    threshold: float,
+    k: int = DEFAULT_WINDOW,
+    statistic: str = "mean",
 ) -> int | None:
-    """Index of the first evaluation whose smoothed return is >= ``threshold`` (None if never)."""
-    s = smooth(values, k, statistic)
+    """Index of the first evaluation whose smoothed return is >= ``threshold`` (None if never).
+
+    Only evaluations after the learner's first update count, and they are smoothed among themselves: an untrained
+    policy's evaluations neither reach the threshold nor lift a trained one's window to it.
+    """
+    trained = _trained(learner_steps, values)
+    s = smooth(np.asarray(values, np.float64)[trained], k, statistic)
     hits = np.flatnonzero(np.isfinite(s) & (s >= threshold))
-    return int(hits[0]) if hits.size else None
+    return int(trained[hits[0]]) if hits.size else None
 
 
 def time_to_threshold(
     times: Sequence[float],
     values: Sequence[float],
+    learner_steps: Sequence[float],
     threshold: float,
     k: int = DEFAULT_WINDOW,
     statistic: str = "mean",
@@ -84,17 +104,25 @@ def time_to_threshold(
     """``times[i]`` of :func:`first_crossing` (``times`` may be seconds, actor steps or anything monotonic)."""
     if len(times) != len(values):
         raise ValueError(f"times ({len(times)}) and values ({len(values)}) differ in length")
-    i = first_crossing(values, threshold, k, statistic)
+    i = first_crossing(values, learner_steps, threshold, k, statistic)
     return None if i is None else float(times[i])
 
 
-def untrained_return(learner_steps: Sequence[float], values: Sequence[float]) -> float | None:
-    """Mean return of the evaluations at learner step 0 (the initial policy); None when there are none."""
+def untrained_return(
+    learner_steps: Sequence[float], values: Sequence[float], k: int = DEFAULT_WINDOW, statistic: str = "mean"
+) -> float | None:
+    """The initial policy's score, smoothed as the threshold is: the best trailing ``statistic`` of ``k``
+    evaluations made before the learner's first update (learner step 0); with fewer than ``k`` of them, their
+    ``statistic``. None when there are none."""
     steps, returns = np.asarray(learner_steps, np.float64), np.asarray(values, np.float64)
     if steps.shape != returns.shape:
         raise ValueError(f"learner_steps ({steps.size}) and values ({returns.size}) differ in length")
     before = returns[(steps == 0) & np.isfinite(returns)]
-    return float(before.mean()) if before.size else None
+    if not before.size:
+        return None
+    if before.size < k:
+        return float(before.mean() if statistic == "mean" else np.median(before))
+    return float(np.nanmax(smooth(before, k, statistic)))
 
 
 # -- across seeds -----------------------------------------------------------------------------------------
@@ -188,63 +216,7 @@ def band(curves: Sequence[tuple[Sequence[float], Sequence[float]]], grid: Sequen
         return np.nanmean(m, axis=0), np.nanmin(m, axis=0), np.nanmax(m, axis=0), count
 
 
-# -- regime and projection -----------------------------------------------------------------------------------
-LEARNER_BOUND_RATIO = 1.2
-"""Actors could produce >= 20% more than the learner lets in: learner-bound."""
-LEARNER_BOUND_WAIT_SHARE = 0.2
-"""Actors spend >= 20% of their time blocked in the adder (rate limiter): learner-bound."""
-
-
-@dataclass(frozen=True)
-class Regime:
-    """Which side limits a run, and the numbers behind the call."""
-
-    label: str
-    """"learner-bound", "actor-bound", "no rate limiter" or "unknown" (no actor metrics)."""
-    capacity_ratio: float | None
-    """Unthrottled actor throughput / insert rate the learner's sampling allows (> 1: actors could go faster)."""
-    wait_share: float | None
-    """Share of actor time spent waiting in the adder beyond its intrinsic cost."""
-    reason: str
-
-
-def diagnose(
-    actor_free_rate: float | None,
-    learner_insert_rate: float | None,
-    wait_share: float | None,
-    samples_per_insert: float,
-) -> Regime:
-    """Learner-bound vs actor-bound from measured rates.
-
-    Args:
-        actor_free_rate: Env steps/s all actors together would make if never blocked (from their per-step
-            time excluding rate-limiter waits).
-        learner_insert_rate: Inserts/s the learner's consumption allows: learner steps/s x batch / spi.
-        wait_share: Fraction of actor time spent blocked in the adder.
-        samples_per_insert: The configured ratio (0 = no limiter).
-    """
-    cap = ratio(actor_free_rate, learner_insert_rate)
-    if samples_per_insert <= 0:
-        return Regime("no rate limiter", cap, wait_share, "samples_per_insert=0: actors are never held back")
-    if actor_free_rate is None and wait_share is None:
-        return Regime("unknown", cap, wait_share, "no actor timing metrics in this run")
-    wait = wait_share if wait_share is not None else 0.0
-    if (cap is not None and cap >= LEARNER_BOUND_RATIO) or wait >= LEARNER_BOUND_WAIT_SHARE:
-        why = []
-        if cap is not None:
-            why.append(f"actors could insert {cap:.1f}x what the learner consumes")
-        why.append(f"actors wait {wait:.0%} of their time on the rate limiter")
-        return Regime("learner-bound", cap, wait_share, "; ".join(why))
-    return Regime(
-        "actor-bound",
-        cap,
-        wait_share,
-        f"actors produce {cap:.2f}x the learner's demand and rarely wait ({wait:.0%})"
-        if cap is not None
-        else f"actors rarely wait ({wait:.0%})",
-    )
-
-
+# -- projection ----------------------------------------------------------------------------------------------
 def projected_time(
     steps_to_reward: float,
     actor_free_rate: float,

@@ -201,8 +201,14 @@ def cmd_report(a: argparse.Namespace) -> int:
         raise _fail(
             f"--in {a.input}: no such directory; give the folder the study commands wrote (--out) into"
         )
-    text = report.render(a.input, a.out)
-    print(text if a.print else f"wrote {a.out or Path(a.input) / 'README.md'}")
+    if a.zoo_table2:
+        from actorq.studies.zoo_table import table2_markdown
+
+        text = table2_markdown(a.input, a.out)
+    else:
+        text = report.render(a.input, a.out)
+    shown = a.print or (a.zoo_table2 and not a.out)
+    print(text.rstrip("\n") if shown else f"wrote {a.out or Path(a.input) / 'README.md'}")
     return 0
 
 
@@ -353,6 +359,11 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--out", default=None, help="default: <in>/README.md")
     r.add_argument("--print", action="store_true", help="print the markdown instead of saying where it went")
+    r.add_argument(
+        "--zoo-table2",
+        action="store_true",
+        help="the QuaRL Table 2 analogue over agent folders (printed without --out)",
+    )
     r.set_defaults(func=cmd_report)
 
 

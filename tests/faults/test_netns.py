@@ -1,10 +1,9 @@
 """Across hosts: replay, learner and quantizer in one network namespace, each actor in its own, over veth links.
 
-The test builds three namespaces with a veth pair from the "server" namespace to each actor's (10.77.<i>.1 on the
-server side, 10.77.<i>.2 on the actor side; nothing else is routed, so no traffic can leave them), starts each role
-with ``ip netns exec NS actorq role ... --replay-address ADDR``, cuts actor 0's link for 10 s with ``ip link set
-... down`` and checks that nothing crashed, that actor 0 noticed (its write watchdog and weight pulls report the
-outage) and resumed, and that its transitions keep arriving after the cut. Namespaces are deleted in a finally.
+The test makes three namespace hosts on one bridge (``tests/hosts.py``: nothing else is routed, so no traffic can
+leave them), starts each role with ``ip netns exec NS actorq role ... --replay-address ADDR``, cuts actor 0's link
+for 10 s with ``ip link set ... down`` and checks that nothing crashed, that actor 0 noticed (its write watchdog and weight pulls report the
+outage) and resumed, and that its transitions keep arriving after the cut. The helper deletes the namespaces.
 Skipped, saying why, where namespaces can't be created (not root, no ``ip``, no CAP_SYS_ADMIN).
 """
 
@@ -16,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 
 import pytest
 
@@ -24,6 +22,7 @@ from actorq.config import save_config
 from actorq.roles.weights_key import ensure_run_key
 from tests.conftest import tiny_config
 from tests.faults._helpers import ROOT, last, log_lines, rate, record, rows
+from tests.hosts import Host, NamespaceHosts, unavailable_reason
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.faults
@@ -48,60 +47,14 @@ def _metrics_past(run_dir, role: str, moment: float) -> float:
     return moment
 
 
-@dataclass(frozen=True)
-class Topology:
-    server: str
-    actors: tuple[str, ...]
-
-    def address(self, i: int) -> str:
-        return f"10.77.{i}.1:{PORT}"
-
-
-def _ip(*args: str) -> None:
-    result = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20)
-    assert result.returncode == 0, f"ip {' '.join(args)}: {result.stderr.strip()}"
-
-
 @pytest.fixture
-def namespaces():
-    if os.geteuid() != 0:
-        pytest.skip("creating network namespaces needs root (CI runs as root)")
-    if shutil.which("ip") is None:
-        pytest.skip("iproute2's `ip` command is not installed")
-    prefix = f"aq{os.getpid() % 100000}"  # unique per test process: other runs may share this machine
-    topo = Topology(f"{prefix}s", (f"{prefix}a0", f"{prefix}a1"))
-    created: list[str] = []
-    try:
-        for ns in (topo.server, *topo.actors):
-            result = subprocess.run(["ip", "netns", "add", ns], capture_output=True, text=True, timeout=20)
-            if result.returncode != 0:
-                pytest.skip(f"cannot create network namespaces here: {result.stderr.strip()}")
-            created.append(ns)
-            _ip("-n", ns, "link", "set", "lo", "up")
-        for i, ns in enumerate(topo.actors):
-            # Both ends are created inside the namespaces: the host's own interfaces are never touched.
-            _ip(
-                "-n",
-                topo.server,
-                "link",
-                "add",
-                f"s{i}",
-                "type",
-                "veth",
-                "peer",
-                "name",
-                f"e{i}",
-                "netns",
-                ns,
-            )
-            _ip("-n", topo.server, "addr", "add", f"10.77.{i}.1/24", "dev", f"s{i}")
-            _ip("-n", ns, "addr", "add", f"10.77.{i}.2/24", "dev", f"e{i}")
-            _ip("-n", topo.server, "link", "set", f"s{i}", "up")
-            _ip("-n", ns, "link", "set", f"e{i}", "up")
-        yield topo
-    finally:
-        for ns in created:
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20)
+def namespaces(tmp_path):
+    """Host 0 for replay, learner and quantizer, hosts 1 and 2 for one actor each (``tests/hosts.py``)."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with NamespaceHosts(3, tmp_path / "hosts") as hosts:
+        yield hosts
 
 
 def _env() -> dict[str, str]:
@@ -128,25 +81,26 @@ def test_actor_link_cut_retries_and_resumes(namespaces, tmp_path):
     (run_dir / "logs").mkdir()
     procs: dict[str, subprocess.Popen] = {}
 
-    def start(label: str, ns: str, role: str, *args: str) -> None:
-        argv = ["ip", "netns", "exec", ns, sys.executable, "-m", "actorq.cli", "role", role]
+    def start(label: str, host: Host, role: str, *args: str) -> None:
+        argv = [sys.executable, "-m", "actorq.cli", "role", role]
         argv += ["--config", str(run_dir / "config.yaml"), "--run-dir", str(run_dir), *args]
         with (run_dir / "logs" / f"{label}.log").open(
             "wb"
         ) as out:  # `ip netns exec` execs: pid is the role's
-            procs[label] = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=_env())
+            procs[label] = host.popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=_env())
 
     try:
-        start("replay", namespaces.server, "replay", "--port", str(PORT))
+        server, actors = namespaces[0], namespaces.hosts[1:]
+        start("replay", server, "replay", "--port", str(PORT))
         wait_until(lambda: (run_dir / "replay" / "port").exists(), 180, "the replay server")
         local = f"localhost:{PORT}"
-        start("learner", namespaces.server, "learner", "--replay-address", local)
-        start("quantizer", namespaces.server, "quantizer", "--replay-address", local)
-        for i, ns in enumerate(namespaces.actors):
-            address, index = namespaces.address(i), str(i)
+        start("learner", server, "learner", "--replay-address", local)
+        start("quantizer", server, "quantizer", "--replay-address", local)
+        for i, host in enumerate(actors):
+            address, index = f"{server.address}:{PORT}", str(i)
             start(
                 f"actor_{i}",
-                ns,
+                host,
                 "actor",
                 "--replay-address",
                 address,
@@ -167,10 +121,10 @@ def test_actor_link_cut_retries_and_resumes(namespaces, tmp_path):
 
         t_cut = _metrics_past(run_dir, "actor_0", time.time() + RATE_WINDOW_S)
         before = rate(run_dir, "actor_0", "step", t_cut - RATE_WINDOW_S, t_cut)
-        _ip("-n", namespaces.actors[0], "link", "set", "e0", "down")
+        actors[0].set_link(up=False)
         time.sleep(CUT_S)  # the fault itself: the link stays down this long (no waiting on anything here)
         steps_at_up = last(run_dir, "actor_0", "step")
-        _ip("-n", namespaces.actors[0], "link", "set", "e0", "up")
+        actors[0].set_link(up=True)
         t_up = time.time()
 
         # Actor 0 resumes: its own steps grow past where the cut left them, and replay keeps receiving.
@@ -229,5 +183,5 @@ def test_namespace_helpers_leave_nothing_behind():
     if shutil.which("ip") is None:
         pytest.skip("iproute2's `ip` command is not installed")
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=20).stdout
-    mine = [line for line in listed.splitlines() if line.startswith(f"aq{os.getpid() % 100000}")]
+    mine = [line for line in listed.splitlines() if line.startswith(f"aqh{os.getpid() % 100000}")]
     assert not mine, mine

@@ -1,5 +1,5 @@
 """A 2-node Ray cluster on this host for the ``ray`` tier: the head advertises ``learner_host``, the worker node
-``actor_host``, as the README tells a real cluster to.
+``actor_host``, as docs/scale-out.md tells a real cluster to.
 
 Started once per test module (a few seconds, ~0.9 GiB; gone after the module, so later tests that check they leave
 no child process behind do not see it); the tests join it with ``actorq train --ray-address``. Node

@@ -313,7 +313,7 @@ def _flags(argv: list[str]) -> dict[str, str]:
     return dict(zip(argv, argv[1:], strict=False))
 
 
-@pytest.mark.parametrize("markdown", ["docker/kuberay/README.md", "README.md"])
+@pytest.mark.parametrize("markdown", ["docker/kuberay/README.md", "docs/scale-out.md"])
 def test_documented_commands_match_the_manifest(markdown, objects, cluster):
     """The documented `kubectl exec ... actorq train` line uses the Secret's path, the Service's port, the learner
     group's GPU and the head's run volume; the documented Secret is the one the pods mount."""

@@ -37,3 +37,12 @@ def test_every_report_folder_is_indexed_and_described():
 def test_no_raw_run_output_is_committed():
     raw = [p for p in _tracked() if "tfevents" in p or p.endswith(RAW) or "/checkpoints/" in p]
     assert not raw, f"raw run output in reports/: {raw[:5]}"
+
+
+def test_no_analysis_code_lives_in_reports():
+    # Code a report depends on belongs in actorq (tested, linted, reachable from a subcommand); reports/ holds
+    # what it made and the commands that made it.
+    code = [p for p in _tracked() if p.endswith(".py")]
+    assert not code, (
+        f"Python in reports/ (move it into actorq, or delete it once the package makes its output): {code}"
+    )

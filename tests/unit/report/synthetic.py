@@ -15,6 +15,13 @@ START = 1_700_000_000.0
 EVAL_PERIOD = 10.0
 BYTES = {"fp32": 34_000_000, "fp16": 17_000_000, "int8": 8_600_000}
 BITS = {"fp32": 32, "fp16": 16, "int8": 8}
+MIN_SIZE = 100
+ERROR_BUFFER = 800.0
+
+
+def limit_high(spi: float) -> float:
+    """The limiter's upper bound on ``spi * inserts - samples``; actors insert only below it."""
+    return spi * MIN_SIZE + ERROR_BUFFER
 
 
 def ramp_returns(
@@ -56,6 +63,8 @@ def make_run(
     rate-limiter wait from the 3rd metrics row on (the first rows are unthrottled), pull/decode/apply the rest.
     The first ``untrained_evals`` evaluations are made at learner step 0 (before the learner's first update).
     ``actor_cpu_per_step``: the actor also records its CPU seconds (``cpu_s``: 2 s of start-up + this per step).
+    The replay server's snapshots agree with the wait: with ``adder_wait`` the limiter sits at the actors' bound
+    (the actors blocked, the learner never starved), without it at the learner's (the learner starved).
     """
     path = root / f"{label or precision}-s{seed}"
     path.mkdir(parents=True)
@@ -118,7 +127,7 @@ def make_run(
                 "step": int(t * steps_per_s),
                 "elapsed": t,
                 "inserts": int(t * steps_per_s),
-                "samples": int(t * steps_per_s * spi),
+                "samples": int(t * steps_per_s * spi - (limit_high(spi) - 1 if adder_wait else 0)),
                 "time": START + t,
             }
             for t in np.arange(6.0, wall + 1e-9, 5.0)
@@ -137,7 +146,7 @@ def make_run(
     config = {
         "algorithm": "d4pg",
         "env": {"suite": "dmc", "task": "cartpole:balance"},
-        "replay": {"samples_per_insert": spi},
+        "replay": {"samples_per_insert": spi, "min_size": MIN_SIZE, "error_buffer": ERROR_BUFFER},
         "learner": {"batch_size": batch},
         "actor": {"precision": precision, "num_actors": 1},
         "seed": seed,

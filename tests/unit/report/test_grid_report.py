@@ -14,8 +14,7 @@ from actorq.report import markdown as md
 from actorq.report.analysis import build_tables
 from actorq.report.cli import build_report
 from actorq.report.grid_md import is_faster
-from actorq.report.records import RECORDS_DIR, load_records, write_record
-from actorq.report.runs import load_runs
+from actorq.report.records import RECORDS_DIR, load_records, load_runs, write_record
 from actorq.status import LearnerStatus, ReplayStatus, write_status
 from tests.unit.report.synthetic import START, make_run, ramp_returns
 
@@ -120,14 +119,6 @@ def test_limiter_shares_find_the_blocked_side():
     assert bootstrap.limiter_blocked_shares([10, 50], [0, 0], spi, min_size, buffer, batch) == (1.0, 0.0)
 
 
-@pytest.mark.parametrize(
-    ("learner", "actors", "regime"),
-    [(0.1, 0.8, "learner-bound"), (0.7, 0.0, "actor-bound"), (0.3, 0.3, "balanced"), (None, 0.5, "unknown")],
-)
-def test_regime_from_the_two_blocked_shares(learner, actors, regime):
-    assert bootstrap.blocked_regime(learner, actors) == regime
-
-
 # -- sweep cells and records ------------------------------------------------------------------------------------
 def _grid(tmp_path, fp32_peak_at_8: float = 1000.0):
     """fp32 and int8 at two samples-per-insert values, 3 seeds, laid out as `actorq experiment --sweep` does;
@@ -188,7 +179,7 @@ def test_sweep_cells_group_and_compare_within_the_cell(tmp_path):
     m = t.runs[f"fp32 [{SPI}=1]"][1]
     assert m.role_cpu_seconds == {"learner": 51.0, "replay": 5.0}
     assert m.learner_steps_per_s is not None and m.actor_rate is not None
-    assert m.learner_blocked_share is not None and m.blocked_regime != "unknown"
+    assert m.learner_blocked_share is not None and m.regime.label != "unknown"
 
 
 def test_the_seed_table_and_the_paper_comparison_bound_a_speed_up_over_a_base_that_never_got_there(tmp_path):

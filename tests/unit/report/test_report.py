@@ -10,7 +10,8 @@ import pytest
 from actorq.report import stats
 from actorq.report.analysis import WATTS_PER_CORE, build_tables
 from actorq.report.cli import build_report
-from actorq.report.runs import discover, load_runs
+from actorq.report.records import load_runs
+from actorq.report.runs import discover
 from tests.unit.report.synthetic import EVAL_PERIOD, make_run, ramp_returns
 
 N_EVALS = 40
@@ -156,11 +157,14 @@ def test_build_report_writes_markdown_figures_and_numbers(experiment, tmp_path):
     for heading in (
         "Time to threshold with 95% confidence intervals (Table 2 analogue)",
         "Throughput and CPU per role",
+        "Reward at equal env steps, paired by seed",
+        "Reward at equal learner steps, paired by seed",
+        "Reward over whole runs, paired by seed",
         "Regime of each run",
         "Convergence",
         "Actor runtime breakdown",
         "Broadcasts",
-        "Regime diagnosis",
+        "Regime of each run: the model and its numbers",
         "Projection",
         "Energy and CO2",
         "Benchmark: ablation",
@@ -225,7 +229,12 @@ def test_a_threshold_the_untrained_policy_reaches_is_flagged(tmp_path):
     assert table.untrained() == pytest.approx(690.0)
     assert table.threshold < table.untrained()
     text = build_report([str(tmp_path / "flat")], tmp_path / "r1").read_text()
-    assert "Degenerate threshold" in text and "but not comparable: our threshold is degenerate" in text
+    assert "Degenerate threshold" in text and "no speed-up is taken from it" in text
+    assert "not used: threshold at or below an untrained score" in text  # the CI table claims nothing
+    numbers = json.loads((tmp_path / "r1" / "report.json").read_text())["dmc:cartpole:balance"]
+    assert numbers["threshold_degenerate"] and numbers["labels"]["int8"]["speedup_vs_fp32"] is None
+    assert numbers["labels"]["int8"]["speedup_vs_fp32_ci"]["value"] is None
+    assert table.speedup_ci("int8").value is None and table.speedup("int8") == (None, [])
     assert "2 of 2 runs start at or above it" in text and "Most runs start there" in text
 
     # One lucky initial network among four runs: named, and not blamed on fp32's learning.
@@ -287,7 +296,7 @@ def test_actor_cpu_time_gives_the_unthrottled_rate_even_when_every_interval_wait
     assert with_cpu.actor_free_source == without.actor_free_source == "wall"
     assert with_cpu.actor_free_rate == pytest.approx(with_cpu.actor_wall_rate)
     text = build_report([str(tmp_path)], tmp_path / "r").read_text()
-    assert "(wall, lower bound)" in text
+    assert "busy time without limiter waits, a lower bound" in text
 
     make_run(tmp_path / "cpu", "fp32", 0, ramp_returns(10, 50), adder_wait=0.02, actor_cpu_per_step=0.002)
     make_run(tmp_path / "cpu", "int8", 0, ramp_returns(10, 50), adder_wait=0.02, actor_cpu_per_step=0.001)

@@ -39,22 +39,24 @@ def test_time_to_threshold_on_a_noisy_curve_needs_a_sustained_crossing():
     times = [10, 20, 30, 40, 50, 60, 70, 80]
     # One lucky evaluation at t=20 (above 950), then a real climb: windows of 3 first reach >= 950 at t=70.
     values = [100, 990, 200, 700, 900, 960, 1000, 990]
-    assert stats.first_crossing(values, 950.0, k=1) == 1  # unsmoothed: fooled by the spike
+    trained = [1] * len(values)
+    assert stats.first_crossing(values, trained, 950.0, k=1) == 1  # unsmoothed: fooled by the spike
     assert stats.smooth(values, 3)[6] == pytest.approx(953.33, abs=0.01)  # (900+960+1000)/3 at t=70
-    assert stats.time_to_threshold(times, values, 950.0, k=3) == 70.0
+    assert stats.time_to_threshold(times, values, trained, 950.0, k=3) == 70.0
     assert (
-        stats.time_to_threshold(times, values, 950.0, k=3, statistic="median") == 70.0
+        stats.time_to_threshold(times, values, trained, 950.0, k=3, statistic="median") == 70.0
     )  # median(900,960,1000)
-    assert stats.time_to_threshold(times, values, 2000.0, k=3) is None
+    assert stats.time_to_threshold(times, values, trained, 2000.0, k=3) is None
     with pytest.raises(ValueError):
-        stats.time_to_threshold([1, 2], [1.0], 0.0)
+        stats.time_to_threshold([1, 2], [1.0], [1.0], 0.0)
 
 
 def test_first_crossing_index_is_exact():
     values = [100, 990, 200, 700, 900, 960, 1000, 990]
     # windows: [100,990,200]=430, [990,200,700]=630, [200,700,900]=600, [700,900,960]=853, [900,960,1000]=953
-    assert stats.first_crossing(values, 950.0, k=3) == 6
-    assert stats.first_crossing(values, 954.0, k=3) == 7
+    trained = [1] * len(values)
+    assert stats.first_crossing(values, trained, 950.0, k=3) == 6
+    assert stats.first_crossing(values, trained, 954.0, k=3) == 7
 
 
 def test_censored_median_counts_unreached_runs_as_slowest():
@@ -87,21 +89,6 @@ def test_band_never_extrapolates_a_run_past_its_end():
     assert np.isnan(m).all() and c.sum() == 0
 
 
-def test_regime_diagnosis():
-    lb = stats.diagnose(
-        actor_free_rate=400.0, learner_insert_rate=64.0, wait_share=0.7, samples_per_insert=16
-    )
-    assert lb.label == "learner-bound" and lb.capacity_ratio == pytest.approx(6.25)
-    only_wait = stats.diagnose(None, None, 0.5, 16)
-    assert only_wait.label == "learner-bound"
-    ab = stats.diagnose(
-        actor_free_rate=100.0, learner_insert_rate=98.0, wait_share=0.01, samples_per_insert=16
-    )
-    assert ab.label == "actor-bound"
-    assert stats.diagnose(100.0, 98.0, 0.0, 0.0).label == "no rate limiter"
-    assert stats.diagnose(None, 98.0, None, 16).label == "unknown"
-
-
 def test_projection_model():
     # N = 10000 steps; actors could do 400/s; the learner lets in 64/s.
     assert stats.projected_time(10000, 400.0, 64.0, 1.0) == pytest.approx(10000 / 64)
@@ -124,12 +111,33 @@ def test_first_activity_time_and_intrinsic_cost():
     assert stats.intrinsic_cost_per_step([0, 10], [0, 1]) == 0.0  # no interval long enough
 
 
-def test_untrained_return_is_the_mean_before_the_first_update():
-    assert stats.untrained_return([0, 0, 100, 200], [690.0, 700.0, 135.0, 900.0]) == pytest.approx(695.0)
+def test_untrained_return_is_smoothed_as_the_threshold_is():
+    # Fewer than k evaluations before the first update: their mean.
+    assert stats.untrained_return([0, 0, 100, 200], [690.0, 700.0, 135.0, 900.0], k=3) == pytest.approx(695.0)
     assert stats.untrained_return([5, 100], [690.0, 700.0]) is None
     assert stats.untrained_return([0, 0], [float("nan"), 10.0]) == pytest.approx(10.0)
+    # Five untrained evaluations (the run: 39-201): the best mean of 3, as the threshold takes it, not
+    # the mean of all five and not the single best.
+    untrained = [39.0, 201.0, 150.0, 77.0, 120.0]
+    assert stats.untrained_return([0] * 5 + [10], [*untrained, 500.0], k=3) == pytest.approx(428 / 3)
+    assert stats.untrained_return([0] * 5, untrained, k=3, statistic="median") == pytest.approx(150.0)
     with pytest.raises(ValueError, match="differ in length"):
         stats.untrained_return([0], [1.0, 2.0])
+
+
+def test_evaluations_before_the_first_update_never_reach_the_threshold():
+    # The untrained network scores 142.6 on average: above a threshold of 135.5, but it has learned nothing.
+    values = [39.0, 201.0, 187.8, 120.0, 130.0, 140.0, 150.0]
+    steps = [0, 0, 0, 50, 100, 150, 200]
+    times = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0]
+    assert stats.first_crossing(values, steps, 135.5, k=3) == 6  # (130 + 140 + 150) / 3 = 140
+    assert stats.time_to_threshold(times, values, steps, 135.5, k=3) == 70.0
+    # A window mixing untrained and trained evaluations does not count either: 201 and 187.8 would lift
+    # (201 + 187.8 + 120) / 3 = 169.6 over it at index 3.
+    assert stats.first_crossing(values, steps, 160.0, k=3) is None
+    assert stats.first_crossing(values, [1] * 7, 160.0, k=3) == 3  # the same curve, every evaluation trained
+    with pytest.raises(ValueError, match="differ in length"):
+        stats.first_crossing(values, steps[:-1], 135.5)
 
 
 def test_cpu_rate_skips_the_start_up_cpu_of_the_first_sample():
