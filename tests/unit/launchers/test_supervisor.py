@@ -89,7 +89,8 @@ def test_the_placements_own_restarts_count_and_use_up_the_budget(tmp_path):
     placement = _Stub(_context(tmp_path), restartable=True, own_restarts=MAX_RESTARTS)
     supervisor = Supervisor(placement)
     assert supervisor._check_roles() is None
-    placement.own_restarts = 0  # a closed placement answers no more (Ray's actor table): the last reading counts
+    # A closed placement answers no more (Ray's actor table): the last reading counts.
+    placement.own_restarts = 0
     assert supervisor.monitor.summary("x")["restarts"] == {"actor_0": MAX_RESTARTS}
     placement.own_restarts = MAX_RESTARTS
     placement.dead.add("actor_0")
