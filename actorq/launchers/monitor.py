@@ -54,6 +54,7 @@ class RunMonitor:
         run_dir: str | Path,
         read: StatusReader,
         labels: list[str],
+        started: float | None = None,
         restarts: RestartReader = dict,
     ):
         self.config = config
@@ -61,7 +62,7 @@ class RunMonitor:
         self.read = read
         self.labels = list(labels)
         self.restarts = restarts
-        self.started = time.time()
+        self.started = started or time.time()
 
     def start(self) -> None:
         """The run's clock starts now (budgets, rates and the wall time count from here)."""
