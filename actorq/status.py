@@ -149,7 +149,9 @@ RECORDS: dict[str, type[RoleStatus]] = {
     "actor": ActorStatus,
     "evaluator": EvaluatorStatus,
 }
-"""The status record type of each role."""
+"""The status record type of each role, in start order."""
+ROLE_NAMES: tuple[str, ...] = tuple(RECORDS)
+"""The roles of a run (replay, learner, quantizer, actor, evaluator): the one list every module names them by."""
 
 
 def to_dict(record: RoleStatus) -> dict[str, Any]:

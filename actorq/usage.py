@@ -1,18 +1,61 @@
-"""How every ``actorq`` command line reports bad input: one ``error:`` line on stderr and exit status 2.
+"""What every ``actorq`` process shares: how it reports bad input, its exit statuses, log format and the
+environment it gives the processes it starts.
 
-The top-level ``actorq`` command and the entry points launchers spawn by module name (``python -m actorq.roles``,
-``python -m actorq.launchers.train``) share :func:`run_command`, so a role or a run started by a launcher reports
-a bad config exactly as ``actorq`` does.
+Bad input is one ``error:`` line on stderr and exit status 2. The top-level ``actorq`` command and the entry points
+launchers spawn by module name (``python -m actorq.roles``, ``python -m actorq.launchers.train``) share
+:func:`run_command`, so a role or a run started by a launcher reports a bad config exactly as ``actorq`` does.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 EXIT_USAGE = 2
+"""Exit status of a command given bad input (argparse's too)."""
+EXIT_INTERRUPTED = 130
+"""Exit status of a run or experiment stopped by Ctrl-C or SIGTERM (the shell's 128 + SIGINT)."""
+
+LOG_FORMAT = "%(asctime)s %(levelname).1s [%(process)d %(name)s] %(message)s"
+"""Every actorq process's log line: time, level, pid and logger (role logs of one run interleave by pid)."""
+LOG_DATE_FORMAT = "%H:%M:%S"
+NOISY_LOGGERS = ("absl", "tensorflow", "h5py", "matplotlib")
+"""Libraries that are chatty at INFO; kept at WARNING so our own lines stay readable."""
+
+CHILD_ENV: Mapping[str, str] = {
+    "TF_CPP_MIN_LOG_LEVEL": "2",
+    "PYTHONUNBUFFERED": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+"""What a process ActorQ starts (a role, a bench worker, a run) gets unless the user's environment says otherwise:
+quiet TensorFlow start-up, unbuffered output (its log file is current), and one math-library thread (each process
+is one of several on a small machine; a process that wants more threads sets its own pools)."""
+
+
+def child_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) with :data:`CHILD_ENV` filled in where it is unset."""
+    env = dict(os.environ if base is None else base)
+    for name, value in CHILD_ENV.items():
+        env.setdefault(name, value)
+    return env
+
+
+def setup_logging(level: str = "INFO", handler: logging.Handler | None = None) -> None:
+    """:data:`LOG_FORMAT` at ``level`` on stderr (or on ``handler``, added to the root logger), noisy libraries at
+    WARNING."""
+    root = logging.getLogger()
+    if handler is not None:
+        handler.setFormatter(logging.Formatter(LOG_FORMAT, datefmt=LOG_DATE_FORMAT))
+        root.addHandler(handler)
+    else:  # a no-op when the root logger has handlers already (e.g. run_command's): the level below still applies
+        logging.basicConfig(format=LOG_FORMAT, datefmt=LOG_DATE_FORMAT)
+    root.setLevel(getattr(logging, level.upper(), logging.INFO))
+    for noisy in NOISY_LOGGERS:
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def _int_at_least(text: str, low: int, what: str) -> int:
@@ -54,9 +97,7 @@ def run_command(
         else:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s: %(message)s", datefmt="%H:%M:%S"
-        )
+        setup_logging()
     try:
         return int(args.func(args) or 0)
     except (CliError, *user_errors) as exc:

@@ -31,6 +31,7 @@ from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serv
 from actorq.config import ExperimentConfig, replace, save_config
 from actorq.roles.weights_key import ensure_run_key, load_key_file
 from actorq.timers import BREAKDOWN_COMPONENTS
+from actorq.usage import child_environment
 
 log = logging.getLogger(__name__)
 
@@ -90,15 +91,6 @@ def bench_config(config: ExperimentConfig, variant: Variant, actors: int) -> Exp
     )
 
 
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    env.setdefault("OMP_NUM_THREADS", "1")  # one thread per actor, as in training
-    env.setdefault("MKL_NUM_THREADS", "1")
-    return env
-
-
 class WorkerPool:
     """A Reverb server (this process) plus ``n`` actor worker processes; use as a context manager.
 
@@ -133,7 +125,7 @@ class WorkerPool:
             for i in range(self.n):
                 argv = ["actorq.bench.actors_worker", "--address", address]
                 log_path = self.workdir / f"worker_{i}.log"
-                self.workers.append(BenchWorker(f"bench worker {i}", argv, log_path, _child_env()))
+                self.workers.append(BenchWorker(f"bench worker {i}", argv, log_path, child_environment()))
             self._expect_all("hello", START_TIMEOUT_S)
         except BaseException:
             self.__exit__(*sys.exc_info())  # keeps the worker logs for the error message

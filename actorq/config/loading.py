@@ -27,6 +27,7 @@ from actorq.config.schema import (
     SUITES,
     ExperimentConfig,
 )
+from actorq.status import ROLE_NAMES
 
 
 class ConfigError(ValueError):
@@ -206,7 +207,7 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
     if config.replay.min_size > config.replay.max_size:
         raise ConfigError("replay.min_size must not exceed replay.max_size")
     _validate_ray(config)
-    for role in ("replay", "learner", "quantizer", "actor", "evaluator"):
+    for role in ROLE_NAMES:
         cpus = getattr(config.affinity, role)
         if any(c < 0 for c in cpus) or len(set(cpus)) != len(cpus):
             raise ConfigError(

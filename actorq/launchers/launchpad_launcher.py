@@ -1,11 +1,13 @@
-"""Launchpad launcher: the same roles as PyNodes of one ``lp.Program``, LOCAL_MULTI_PROCESSING, output in the
-current terminal (each node's lines prefixed and coloured by launchpad).
+"""Launchpad launcher: each role a PyNode of its own ``lp.Program``, LOCAL_MULTI_PROCESSING, output in the current
+terminal (each node's lines prefixed and coloured by launchpad).
 
-Nodes carry only strings and ints (role name, config path, run dir, address), so what launchpad serialises for its
-subprocesses is a reference to :func:`run_role_node` plus plain values, never data from the network.
-Stopping: the launcher signals the processes launchpad started for this program (by the pids launchpad's worker
-manager recorded), the learner first so it checkpoints while actors still feed it, then SIGKILLs what is left
-after a grace period.
+The placement implements the base API role by role: :meth:`LaunchpadPlacement.start` launches a one-node program
+for the role (so the supervisor starts replay first and waits for it, as everywhere, and can restart a dead role by
+launching it again). Nodes carry only strings and ints (role name, config path, run dir, address, key file path), so
+what launchpad serialises for its subprocesses is a reference to :func:`run_role_node` plus plain values, never data
+from the network. Launchpad's signal handlers come off as soon as a program is launched: Ctrl-C and SIGTERM reach
+the supervisor, which stops the roles in order (the learner first) by signalling the processes launchpad started
+for each program (by the pids its worker manager recorded), then SIGKILLs what is left after a grace period.
 """
 
 from __future__ import annotations
@@ -15,14 +17,15 @@ import logging
 import os
 import re
 import sys
-from pathlib import Path
+import time
 
 import psutil
 
-from actorq.config import ExperimentConfig
 from actorq.launchers.launchpad_adapter import active_workers, check_surface, disable_signals
 from actorq.launchers.placement import Placement, RunContext
-from actorq.launchers.topology import RoleSpec, topology
+from actorq.launchers.topology import RoleSpec
+from actorq.status import ReplayStatus
+from actorq.usage import EXIT_USAGE, setup_logging
 
 log = logging.getLogger(__name__)
 
@@ -30,28 +33,30 @@ log = logging.getLogger(__name__)
 def run_role_node(
     role: str, config_path: str, run_dir: str, address: str, index: int, port: int, weights_key_file: str
 ) -> None:
-    """The body of every launchpad node: run one role; exit non-zero when it fails.
+    """The body of every launchpad node: run one role (:func:`actorq.roles.main`); exit with its status.
 
     ``weights_key_file``: path of the run's key (the key itself never goes through launchpad); "" runs the role
     with ``--insecure-weights``.
     """
     from actorq.config import load_config
     from actorq.roles import main as role_main
-    from actorq.roles.common import setup_logging
-    from actorq.roles.weights_key import load_key_file
+    from actorq.roles.weights_key import WeightsKeyError
 
     setup_logging()
-    needs_key = weights_key_file and role != "replay"
-    code = role_main(
-        role,
-        load_config(config_path),
-        run_dir,
-        address=None if role == "replay" else address,
-        index=index,
-        port=port if role == "replay" else None,
-        weights_key=load_key_file(weights_key_file) if needs_key else None,
-        insecure_weights=not weights_key_file,
-    )
+    try:
+        code = role_main(
+            role,
+            load_config(config_path),
+            run_dir,
+            address=None if role == "replay" else address,
+            index=index,
+            port=port if role == "replay" else None,
+            key_file=weights_key_file or None,
+            insecure_weights=not weights_key_file,
+        )
+    except WeightsKeyError as exc:  # as `actorq role` reports it
+        log.error("%s", exc)
+        code = EXIT_USAGE
     # Like `actorq role`: skip interpreter teardown (Reverb writer destructors can block); exit with the status.
     logging.shutdown()
     sys.stdout.flush()
@@ -59,68 +64,75 @@ def run_role_node(
     os._exit(code)
 
 
-def build_program(
-    config: ExperimentConfig, run_dir: Path, config_path: Path, port: int, weights_key_file: Path | None
-):
-    """The lp.Program: one PyNode per role, grouped by role name (``weights_key_file`` None: insecure)."""
+def build_program(run: RunContext, spec: RoleSpec, address: str):
+    """The lp.Program of one role: one PyNode in a group named by the role's label."""
     import launchpad as lp
 
-    address = f"localhost:{port}"
-    program = lp.Program("actorq")
-    for spec in topology(config):
-        with program.group(spec.label):
-            program.add_node(
-                lp.PyNode(
-                    run_role_node,
-                    spec.role,
-                    str(config_path),
-                    str(run_dir),
-                    address,
-                    spec.index,
-                    port,
-                    str(weights_key_file or ""),
-                )
+    program = lp.Program(f"actorq-{spec.label}")
+    with program.group(spec.label):
+        program.add_node(
+            lp.PyNode(
+                run_role_node,
+                spec.role,
+                str(run.config_path),
+                str(run.run_dir),
+                address or f"localhost:{run.port}",
+                spec.index,
+                run.port,
+                str(run.weights_key_file or ""),
             )
+        )
     return program
 
 
 class LaunchpadPlacement(Placement):
-    """The roles as one launchpad program; a dead role ends the run (launchpad cannot restart one node)."""
+    """Each role a one-node launchpad program; restarted by launching it again."""
 
     name = "launchpad"
-    can_restart = False
-    interleaves_output = True
 
     def __init__(self, run: RunContext):
         super().__init__(run)
-        self._manager = None
         self._workers: dict[str, list[psutil.Process]] = {}
+        self._specs: dict[str, tuple[RoleSpec, str]] = {}  # label: (spec, replay address) as started
+        self._launched: dict[str, float] = {}
 
-    def start_roles(self, specs: list[RoleSpec], wait_replay_s: float) -> str:
-        """Launch every role at once (launchpad starts a whole program); the port was picked beforehand."""
-        import launchpad as lp
+    def open(self) -> None:
         from absl import flags
 
         if not flags.FLAGS.is_parsed():
             flags.FLAGS.mark_as_parsed()
         check_surface()  # a Launchpad without the private members we use fails before it starts anything
-        run = self.run
-        program = build_program(run.config, run.run_dir, run.config_path, run.port, run.weights_key_file)
-        self._manager = lp.launch(
-            program, launch_type=lp.LaunchType.LOCAL_MULTI_PROCESSING, terminal="current_terminal"
-        )
-        self._workers = workers_by_label(active_workers(self._manager), [s.label for s in specs])
-        return f"localhost:{run.port}"
 
     def start(self, spec: RoleSpec, address: str) -> None:
-        raise NotImplementedError("launchpad starts the whole program in start_roles")
+        import launchpad as lp
+
+        self._specs[spec.label] = (spec, address)
+        self._launched[spec.label] = time.time()
+        manager = lp.launch(
+            build_program(self.run, spec, address),
+            launch_type=lp.LaunchType.LOCAL_MULTI_PROCESSING,
+            terminal="current_terminal",
+        )
+        # Signals are the supervisor's (it stops the roles in order); launchpad's handlers would stop them at once.
+        disable_signals(manager)
+        self._workers[spec.label] = workers_by_label(active_workers(manager), [spec.label])[spec.label]
 
     def wait_replay(self, spec: RoleSpec, timeout_s: float) -> str:
-        return f"localhost:{self.run.port}"
-
-    def interrupted(self) -> bool:
-        """Launchpad's own Ctrl-C handler fired (it owns the terminal's SIGINT while the program runs)."""
-        return self._manager is not None and self._manager.stop_event().is_set()
+        """Wait for the status record of the replay node just launched (its port, written since the launch)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            code = self.exit_code(spec.label)
+            if code is not None:
+                raise RuntimeError(f"replay server exited with {code}; see the launcher's output above")
+            record = self.status(spec.label)
+            if (
+                isinstance(record, ReplayStatus)
+                and record.port == self.run.port
+                and record.started >= self._launched[spec.label] - 1.0
+            ):
+                return f"localhost:{self.run.port}"
+            time.sleep(0.2)
+        raise RuntimeError(f"replay server did not start within {timeout_s:.0f}s; see the launcher's output")
 
     def exit_code(self, label: str) -> int | None:
         workers = self._workers.get(label, [])
@@ -128,15 +140,16 @@ class LaunchpadPlacement(Placement):
             return None
         return _exit_status(workers)
 
+    def restart(self, label: str) -> bool:
+        """Launch the role's program again, with the same arguments."""
+        self.start(*self._specs[label])
+        return True
+
     def stop(self, labels: list[str], grace_s: float) -> dict[str, int | None]:
         """SIGTERM the node processes of ``labels`` and the wrappers launchpad put around them, then SIGKILL."""
         procs = [p for label in labels for p in self._workers.get(label, [])]
         _terminate_trees(procs, grace_s)
         return {label: _exit_status(self._workers.get(label, [])) for label in labels}
-
-    def close(self) -> None:
-        if self._manager is not None:
-            disable_signals(self._manager)  # we stopped the workers ourselves
 
     def where(self, label: str) -> str:
         workers = self._workers.get(label, [])

@@ -21,6 +21,7 @@ from actorq.launchers.placement import Placement, RunContext
 from actorq.launchers.topology import RoleSpec, role_command
 from actorq.roles.common import learner_environment
 from actorq.status import ReplayStatus
+from actorq.usage import child_environment
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class LocalPlacement(Placement):
         (run.run_dir / "logs").mkdir(parents=True, exist_ok=True)
 
     def _spawn(self, child: Child) -> None:
-        env = child_environment()
+        env = child_environment()  # quiet TF, unbuffered output, one math-library thread
         if child.spec.role == "learner":  # read by TensorFlow when it loads, so set before the process starts
             env.update(learner_environment(self.run.config))
         with child.log_path.open("ab") as out:
@@ -94,8 +95,9 @@ class LocalPlacement(Placement):
         child = self.children.get(label)
         return None if child is None or child.process is None else child.process.poll()
 
-    def restart(self, label: str) -> None:
+    def restart(self, label: str) -> bool:
         self._spawn(self.children[label])
+        return True
 
     def stop(self, labels: list[str], grace_s: float) -> dict[str, int | None]:
         """SIGTERM each live role of ``labels``, wait up to ``grace_s`` for all of them, SIGKILL the rest."""
@@ -125,14 +127,3 @@ class LocalPlacement(Placement):
 
     def summary_extra(self) -> dict:
         return {}
-
-
-def child_environment() -> dict[str, str]:
-    """The environment of a role process: ours, with quiet TensorFlow and one math-library thread per process."""
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    # Each role is one process on a small machine: keep math libraries from spawning a thread per core each.
-    env.setdefault("OMP_NUM_THREADS", "1")
-    env.setdefault("MKL_NUM_THREADS", "1")
-    return env

@@ -23,6 +23,8 @@ from actorq.timers import BREAKDOWN_COMPONENTS
 
 StatusReader = Callable[[str], "RoleStatus | None"]
 """Returns a role's latest status record by label (None before its first)."""
+RestartReader = Callable[[], "dict[str, int]"]
+"""Returns the restarts so far of each role restarted at least once, by label (the supervisor keeps them)."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -43,7 +45,8 @@ def code_version() -> dict | None:
 
 
 class RunMonitor:
-    """Decides when a run stops and what it reports, from the roles' status records."""
+    """Decides when a run stops and what it reports, from the roles' status records and the restart counts its
+    owner (the supervisor) keeps; it holds no state of its own but the run's start time (:meth:`start`)."""
 
     def __init__(
         self,
@@ -52,13 +55,18 @@ class RunMonitor:
         read: StatusReader,
         labels: list[str],
         started: float | None = None,
+        restarts: RestartReader = dict,
     ):
         self.config = config
         self.run_dir = Path(run_dir)
         self.read = read
         self.labels = list(labels)
+        self.restarts = restarts
         self.started = started or time.time()
-        self.restarts: dict[str, int] = {}
+
+    def start(self) -> None:
+        """The run's clock starts now (budgets, rates and the wall time count from here)."""
+        self.started = time.time()
 
     # -- reading ---------------------------------------------------------------------------------------------
     def _record(self, label: str, kind: type):
@@ -211,7 +219,7 @@ class RunMonitor:
             "message_bytes": quantizer.message_bytes if quantizer else 0,
             "breakdown": breakdown,
             **self.kernel_summary(),
-            "restarts": dict(self.restarts),
+            "restarts": dict(self.restarts()),
             "code": code_version(),
             "exit": exit_reason,
         }

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import shutil
 import signal
 import subprocess
@@ -32,17 +31,21 @@ from typing import Any, TypeVar
 
 from actorq.config import PRECISIONS, ConfigError
 from actorq.metrics import UNFINISHED_EXITS
+from actorq.usage import (
+    EXIT_INTERRUPTED as EXIT_INTERRUPTED,  # re-exported: `bench acme-baseline` reads it here
+)
+from actorq.usage import child_environment
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-RUN_STOP_GRACE_S = 90.0
+RUN_STOP_GRACE_S = 120.0
 """How long a run may take to stop after a forwarded Ctrl-C/SIGTERM before it is killed. An ActorQ run stops its
-learner, then actors, quantizer and evaluator, then replay (each phase up to ``ROLE_STOP_GRACE_S`` = 8 s, usually
-a few seconds), and writes its summary within ~25 s at worst;
-Acme's Launchpad program (the baseline) takes longer to tear its nodes down, so 90 s leaves both room."""
-EXIT_INTERRUPTED = 130
+learner, then actors, quantizer and evaluator, then replay, and writes its summary; the worst case depends on the
+placement (:data:`actorq.launchers.supervisor.ROLE_STOP_GRACE_S`): ~24 s local, ~39 s launchpad, ~30 s Ray plus its
+cluster's shutdown, and 90 s in-process (threads cannot be killed: 30 s per phase), usually a few seconds.
+Acme's Launchpad program (the baseline) takes longer to tear its nodes down. 120 s leaves all of them room."""
 INCOMPLETE_DIR = "_incomplete"
 LOGS_DIR = "logs"
 
@@ -230,7 +233,7 @@ class RunProcess:
     def run(self, cmd: list[str], log_path: Path) -> int:
         """Run ``cmd`` with its output appended to ``log_path``; returns its exit status."""
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
+        env = child_environment()
         try:
             with log_path.open("ab") as out:
                 # Its own session: a terminal Ctrl-C reaches only us, and we forward it to this pid alone.

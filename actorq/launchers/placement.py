@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from actorq.config import ExperimentConfig
 from actorq.launchers.topology import RoleSpec
+from actorq.roles.weights_key import describe, load_key_file
 from actorq.status import RoleStatus, read_status
 
 log = logging.getLogger(__name__)
@@ -44,22 +45,20 @@ class RunContext:
 class Placement(ABC):
     """Runs roles somewhere; the supervisor asks it, role by role (by label), what it needs.
 
-    Subclasses implement the abstract methods; ``restarts_itself`` placements (Ray) restart dead roles on their own
-    and report how often through :meth:`restarts`, the others are restarted by the supervisor through
-    :meth:`restart`.
+    The protocol, the same for every placement (no capability flags; what differs is in the answers):
+
+    * :meth:`open`, :meth:`start_roles` (default: :meth:`start` each, replay first, :meth:`wait_replay` between),
+      :meth:`stop`, :meth:`close`: the lifecycle;
+    * :meth:`exit_code`: None while a role runs (or the placement is restarting it), else how it ended;
+    * :meth:`restart`: start a dead role again, or say it cannot (False: the death is final); :meth:`restarts`:
+      restarts the placement did on its own (Ray), which the supervisor adds to its own;
+    * :meth:`status`, :meth:`where`, :meth:`log_path`: a role's record, place and console log (a role without a log
+      file prints to this terminal, so the live view is appended, not redrawn);
+    * :meth:`roles_cpu_seconds`, :meth:`weights_signing`, :meth:`summary_extra`: what summary.json needs from it.
     """
 
     name: ClassVar[str] = ""
     """The launcher name (``config.launcher``) this placement implements."""
-    restarts_itself: ClassVar[bool] = False
-    """True when the placement restarts restartable roles itself; :meth:`exit_code` is then final."""
-    can_restart: ClassVar[bool] = True
-    """False when roles cannot be restarted one by one (launchpad starts one program): a dead role ends the run."""
-    roles_report_cpu: ClassVar[bool] = False
-    """True when the roles are not this process's descendants (Ray's workers on a cluster): the run's role CPU time is
-    then the sum the roles report in their status records, not what the energy meter sees under this process."""
-    interleaves_output: ClassVar[bool] = False
-    """True when roles print to the launcher's terminal (the live view is then appended, never redrawn)."""
 
     def __init__(self, run: RunContext):
         self.run = run
@@ -99,16 +98,13 @@ class Placement(ABC):
     def exit_code(self, label: str) -> int | None:
         """None while the role runs (or is being restarted by the placement), else its exit status."""
 
-    def interrupted(self) -> bool:
-        """True when the user interrupted the run through the placement (e.g. launchpad's own Ctrl-C handler)."""
+    def restart(self, label: str) -> bool:
+        """Start a role that ended again, with the same arguments; False when this placement cannot (threads, or a
+        role its cluster already gave up on): the role's death then ends the run. Default: cannot."""
         return False
 
-    def restart(self, label: str) -> None:
-        """Start a role that ended again, with the same arguments (only when ``can_restart``)."""
-        raise NotImplementedError(f"the {self.name} placement cannot restart {label}")
-
     def restarts(self, label: str) -> int:
-        """Restarts the placement did by itself (``restarts_itself``); 0 for the others."""
+        """Restarts the placement did on its own, without :meth:`restart` (Ray's); default 0."""
         return 0
 
     @abstractmethod
@@ -132,6 +128,19 @@ class Placement(ABC):
     def log_path(self, label: str) -> Path | None:
         """The role's console log on this host, if it has one."""
         return None
+
+    def roles_cpu_seconds(self, measured: float | None, reported: float) -> float:
+        """The run's role CPU seconds for summary.json: ``measured`` (the energy meter's, over this process's
+        descendants) when it saw any, else ``reported`` (the sum of the roles' status records). Placements whose
+        roles are not this process's descendants (Ray's workers) answer ``reported``."""
+        return measured or reported
+
+    def weights_signing(self) -> dict[str, str]:
+        """summary.json's ``weights_signing``: the scheme and run id of the key the roles use (never the key). Every
+        role is given the run's key file and the key rule takes it first, so on this host that is the file's key;
+        placements whose roles read the file on other hosts ask them."""
+        key = load_key_file(self.run.weights_key_file) if self.run.weights_key_file else None
+        return describe(key)
 
     def summary_extra(self) -> dict[str, Any]:
         """Placement-specific summary.json fields (addresses, nodes, thread leftovers)."""

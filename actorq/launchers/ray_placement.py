@@ -31,7 +31,9 @@ from actorq.config import to_dict
 from actorq.launchers.placement import Placement, RunContext
 from actorq.launchers.topology import RoleSpec
 from actorq.roles.common import EXIT_FAILED, learner_environment
+from actorq.roles.weights_key import describe, load_key_file
 from actorq.status import RoleStatus, from_dict
+from actorq.usage import CHILD_ENV
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +93,6 @@ class RayPlacement(Placement):
     """Roles as Ray actors; Ray restarts the restartable ones itself."""
 
     name: ClassVar[str] = "ray"
-    restarts_itself: ClassVar[bool] = True
-    roles_report_cpu: ClassVar[bool] = True
 
     def __init__(self, run: RunContext):
         super().__init__(run)
@@ -165,12 +165,7 @@ class RayPlacement(Placement):
     def _options(self, spec: RoleSpec) -> dict[str, Any]:
         """Ray actor options for one role: resources, restarts, environment (never the weights key)."""
         config = self.run.config
-        env = {
-            "TF_CPP_MIN_LOG_LEVEL": "2",
-            "PYTHONUNBUFFERED": "1",
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-        }
+        env = dict(CHILD_ENV)  # only these variables: runtime_env is shown by Ray's dashboard
         side = "actor" if spec.role == "actor" else "learner"
         options: dict[str, Any] = {
             "max_concurrency": 4,  # status/stop/where answer while the loop runs
@@ -243,6 +238,22 @@ class RayPlacement(Placement):
         if code is not None:
             role.final = int(code)
         return role.final
+
+    def roles_cpu_seconds(self, measured: float | None, reported: float) -> float:
+        """What the roles report: they are not this process's descendants (and a local cluster's are Ray's too)."""
+        return reported
+
+    def weights_signing(self) -> dict[str, str]:
+        """The key the roles loaded, each on its own host (the run id each reported through ``where``): the
+        launcher's when they all read it; ``run_id`` "mixed" and each role's in ``per_role`` when they differ."""
+        signing = describe(load_key_file(self.run.weights_key_file) if self.run.weights_key_file else None)
+        ids = {label: role.where["weights_run_id"] for label, role in self.roles.items() if role.where}
+        ids = {label: run_id for label, run_id in ids.items() if run_id}
+        if ids:
+            signing["run_id"] = next(iter(ids.values())) if len(set(ids.values())) == 1 else "mixed"
+            if signing["run_id"] == "mixed":
+                signing["per_role"] = ids
+        return signing
 
     def restarts(self, label: str) -> int:
         """Ray's restart count of the role's actor (its actor table), or the pid changes seen, whichever is more."""

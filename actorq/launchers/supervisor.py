@@ -25,7 +25,8 @@ from actorq.launchers.monitor import RunMonitor
 from actorq.launchers.placement import Placement, RunContext
 from actorq.launchers.summary_text import human_summary
 from actorq.launchers.topology import RoleSpec, topology
-from actorq.roles.weights_key import describe, ensure_run_key, load_key_file
+from actorq.roles.weights_key import run_key_file
+from actorq.usage import EXIT_INTERRUPTED
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,12 @@ with ``actorq train --resume RUN_DIR``."""
 MAX_RESTARTS = 5
 """Restarts per role before its death ends the run."""
 ROLE_STOP_GRACE_S = 8.0
-"""How long a role may take to exit after it is asked to stop (flush metrics, final checkpoint) before it is
-killed. Roles stop in three phases (the learner, then actors, quantizer and evaluator, then replay), so a run stops
-within about three times this, and usually within a few seconds."""
+"""How long a role may take to exit after it is asked to stop (flush metrics, final checkpoint) before it is forced.
+Roles stop in three phases (the learner, then actors, quantizer and evaluator, then replay), and each placement
+waits per phase: local this long, then SIGKILL (a run stops within ~24 s); launchpad this plus 5 s to reap the
+killed (~39 s); Ray this plus 2 s, then ``ray.kill`` (~30 s, plus the shutdown of a cluster the run started);
+in-process, whose threads cannot be killed, ``JOIN_TIMEOUT_S`` = 30 s (90 s). Those are the worst cases: a run
+usually stops within a few seconds (measured per placement in README's "Stopping")."""
 REPLAY_START_S = 120.0
 """How long replay may take to serve (TensorFlow's import, a checkpoint to restore) before the run fails."""
 
@@ -48,7 +52,7 @@ EXIT_CODES = {
     "max_actor_steps": 0,
     "max_learner_steps": 0,
     "role_failed": 1,
-    "interrupted": 130,
+    "interrupted": EXIT_INTERRUPTED,
 }
 """The process exit status for each stop reason."""
 
@@ -62,8 +66,10 @@ def run_context(
     insecure_weights: bool = False,
     weights_key_file: str | Path | None = None,
 ) -> RunContext:
-    """The run's context: its replay port and weights key file (created here for a new run, reused by ``--resume``;
-    ``weights_key_file`` uses an existing key instead; none with ``insecure_weights``)."""
+    """The run's context: its replay port and weights key file, by the one key rule
+    (:func:`actorq.roles.weights_key.run_key_file`: ``weights_key_file``, else ``$ACTORQ_WEIGHTS_KEY_FILE``, else
+    ``RUN_DIR/secrets/weights.key``, created for a new run and reused by ``--resume``; none with
+    ``insecure_weights``). Every role is then given that file."""
     import portpicker
 
     run_dir = Path(run_dir)
@@ -71,8 +77,9 @@ def run_context(
         key_file = None
         log.warning("--insecure-weights: weight messages are unsigned; actors accept whatever replay holds")
     else:
-        key_file = Path(weights_key_file) if weights_key_file else ensure_run_key(run_dir)
-        load_key_file(key_file)  # a bad key file is an error now, before any role starts
+        key_file = run_key_file(
+            run_dir, weights_key_file
+        )  # a bad key file is an error now, before any role starts
     return RunContext(
         config=config,
         run_dir=run_dir,
@@ -89,6 +96,9 @@ class _Health:
 
     spec: RoleSpec
     restarts: int = 0
+    """Restarts this supervisor made (through ``Placement.restart``)."""
+    placement_restarts: int = 0
+    """Restarts the placement made on its own (``Placement.restarts``, read at every health check)."""
     restart_at: float | None = None
     exits: list[int] = field(default_factory=list)
 
@@ -103,22 +113,34 @@ class Supervisor:
         self.specs = topology(self.run_ctx.config)
         self.health = {spec.label: _Health(spec) for spec in self.specs}
         self.monitor = RunMonitor(
-            self.run_ctx.config, self.run_ctx.run_dir, placement.status, [s.label for s in self.specs]
+            self.run_ctx.config,
+            self.run_ctx.run_dir,
+            placement.status,
+            [s.label for s in self.specs],
+            restarts=self.restart_counts,
         )
         self.address = ""
         self.failure = ""
         self._interrupted = threading.Event()
 
     # -- health ----------------------------------------------------------------------------------------------
+    def restarts(self, label: str) -> int:
+        """How often ``label`` was restarted: by this supervisor, or by the placement on its own (Ray)."""
+        health = self.health[label]
+        return health.restarts + health.placement_restarts
+
+    def restart_counts(self) -> dict[str, int]:
+        """Restarts of each role restarted at least once (summary.json's ``restarts``)."""
+        return {label: n for label in self.health if (n := self.restarts(label))}
+
     def _check_roles(self) -> str | None:
-        """Restart restartable roles that died; 'role_failed' when a fatal one died or its restarts ran out,
-        'max_learner_steps' when the learner ended cleanly on its step budget."""
+        """Restart restartable roles that died (after a backoff, through :meth:`Placement.restart`); 'role_failed'
+        when a fatal one died, its restarts ran out or the placement cannot restart it; 'max_learner_steps' when
+        the learner ended cleanly on its step budget."""
         now = time.monotonic()
         for label, health in self.health.items():
-            if self.placement.restarts_itself:
-                self.monitor.restarts[label] = self.placement.restarts(label)
-                if not self.monitor.restarts[label]:
-                    del self.monitor.restarts[label]
+            # Read while the run goes on: the placement may not answer once it is closed (Ray's table).
+            health.placement_restarts = self.placement.restarts(label)
             code = self.placement.exit_code(label)
             if code is None:
                 continue
@@ -133,19 +155,21 @@ class Supervisor:
                     )
                     return "max_learner_steps"
                 log.warning("%s exited with %s", label, code)
-                restartable = health.spec.role in RESTARTABLE and self.placement.can_restart
-                if self.placement.restarts_itself or not restartable or health.restarts >= MAX_RESTARTS:
-                    where = self.placement.log_path(label) or self.placement.where(label)
-                    self.failure = f"{label} exited with {code} (see {where})"
-                    return "role_failed"
+                if health.spec.role not in RESTARTABLE or self.restarts(label) >= MAX_RESTARTS:
+                    return self._failed(label, code)
                 health.restart_at = now + min(2.0**health.restarts, 30.0)
             elif now >= health.restart_at:
-                health.restarts += 1
                 health.restart_at = None
-                self.monitor.restarts[label] = health.restarts
-                log.warning("restarting %s (restart %d/%d)", label, health.restarts, MAX_RESTARTS)
-                self.placement.restart(label)
+                if not self.placement.restart(label):
+                    return self._failed(label, code)
+                health.restarts += 1
+                log.warning("restarted %s (restart %d/%d)", label, self.restarts(label), MAX_RESTARTS)
         return None
+
+    def _failed(self, label: str, code: int) -> str:
+        where = self.placement.log_path(label) or self.placement.where(label)
+        self.failure = f"{label} exited with {code} (see {where})"
+        return "role_failed"
 
     # -- stopping --------------------------------------------------------------------------------------------
     def stop(self) -> dict[str, int | None]:
@@ -167,9 +191,10 @@ class Supervisor:
     def _loop(self) -> str:
         last_view = 0.0
         ctx = self.run_ctx
-        redraw = sys.stdout.isatty() and not self.placement.interleaves_output
+        # Redraw the screen only when no role prints to this terminal (each has its own console log).
+        redraw = sys.stdout.isatty() and all(self.placement.log_path(s.label) for s in self.specs)
         while True:
-            if self._interrupted.is_set() or self.placement.interrupted():
+            if self._interrupted.is_set():
                 return "interrupted"
             fatal = self._check_roles()
             if fatal:
@@ -201,7 +226,7 @@ class Supervisor:
             try:
                 self.placement.open()
                 self.address = self.placement.start_roles(self.specs, REPLAY_START_S)
-                self.monitor.started = time.time()
+                self.monitor.start()
                 reason = self._loop()
             except KeyboardInterrupt:
                 reason = "interrupted"
@@ -226,14 +251,15 @@ class Supervisor:
             "role_exit_codes": codes,
             "role_placement": where,
             "replay_address": self.address,
-            "weights_signing": describe(
-                load_key_file(self.run_ctx.weights_key_file) if self.run_ctx.weights_key_file else None
-            ),
+            "weights_signing": self.placement.weights_signing(),
         }
         energy_summary = energy.summary()
-        if self.placement.roles_report_cpu or not energy_summary.get("roles_cpu_seconds"):
-            # Roles that are not our descendants (Ray's workers): the CPU time they report themselves.
-            energy_summary["roles_cpu_seconds"] = round(self.monitor.roles_cpu_seconds(), 3)
+        energy_summary["roles_cpu_seconds"] = round(
+            self.placement.roles_cpu_seconds(
+                energy_summary.get("roles_cpu_seconds"), self.monitor.roles_cpu_seconds()
+            ),
+            3,
+        )
         extra["energy"] = energy_summary
         extra.update(self.placement.summary_extra())
         if self.failure:

@@ -149,17 +149,31 @@ PLACEMENTS = {
 def launch(
     config: ExperimentConfig,
     run_dir: Path,
-    config_path: Path,
+    config_path: Path | None = None,
     *,
     quiet: bool = False,
     insecure_weights: bool = False,
     weights_key_file: str | Path | None = None,
+    poll_s: float | None = None,
 ) -> int:
-    """Run the experiment with the supervisor on the config's placement; returns the exit status."""
+    """Run the experiment with the supervisor on the config's placement; returns the exit status.
+
+    The one way into a run (``actorq train``, ``run_inprocess``): the config is made runnable by its launcher
+    (:func:`for_launcher`) and its task checked here too, and saved to ``RUN_DIR/config.yaml`` when ``config_path``
+    is None (the roles load it).
+    """
     import importlib
 
+    from actorq.envs import validate_task
     from actorq.launchers.supervisor import Supervisor, run_context
 
+    config = for_launcher(config)
+    validate_task(config.env)
+    run_dir = Path(run_dir)
+    if config_path is None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        config_path = run_dir / "config.yaml"
+        save_config(config, config_path)
     module, cls = PLACEMENTS[config.launcher]
     placement = getattr(importlib.import_module(module), cls)
     ctx = run_context(
@@ -170,7 +184,8 @@ def launch(
         insecure_weights=insecure_weights,
         weights_key_file=weights_key_file,
     )
-    return Supervisor(placement(ctx)).run()
+    supervisor = Supervisor(placement(ctx)) if poll_s is None else Supervisor(placement(ctx), poll_s=poll_s)
+    return supervisor.run()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -14,27 +14,19 @@ import sys
 from typing import Any
 
 from actorq.config import ConfigError, load_config
-from actorq.usage import CliError, module_main
-
-ROLE_CHOICES = ("replay", "learner", "quantizer", "actor", "evaluator")
+from actorq.status import ROLE_NAMES
+from actorq.usage import CliError, module_main, setup_logging
 
 
 def cmd_role(args: argparse.Namespace) -> int:
     """Run the role until it is told to stop; ends the process with the role's exit status."""
     from actorq.roles import main as role_main
-    from actorq.roles.common import setup_logging
-    from actorq.roles.weights_key import KEY_ROLES, WeightsKeyError, resolve_weights_key
 
     setup_logging(args.log_level)
     config = load_config(args.config, args.overrides)
     if args.role != "replay" and not args.replay_address:
         raise CliError(f"role {args.role} needs --replay-address HOST:PORT (the replay role's address)")
-    key = None
-    if args.role in KEY_ROLES:
-        try:
-            key = resolve_weights_key(args.run_dir, args.weights_key_file, args.insecure_weights)
-        except WeightsKeyError as exc:
-            raise CliError(str(exc)) from None
+    # A missing or bad weights key raises WeightsKeyError (one of user_errors(): an ``error:`` line, exit 2).
     code = role_main(
         args.role,
         config,
@@ -43,7 +35,7 @@ def cmd_role(args: argparse.Namespace) -> int:
         index=args.index,
         port=args.port,
         connect_timeout_s=args.connect_timeout,
-        weights_key=key,
+        key_file=args.weights_key_file,
         insecure_weights=args.insecure_weights,
         parent_pid=args.stop_with_parent,
     )
@@ -57,7 +49,7 @@ def cmd_role(args: argparse.Namespace) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The role command's arguments (shared by ``actorq role`` and ``python -m actorq.roles``)."""
-    parser.add_argument("role", choices=ROLE_CHOICES, help="which process to run")
+    parser.add_argument("role", choices=ROLE_NAMES, help="which process to run")
     parser.add_argument("--config", required=True, help="the run's YAML config (RUN_DIR/config.yaml)")
     parser.add_argument("--run-dir", required=True, help="the run's directory (metrics, checkpoints, key)")
     parser.add_argument("--replay-address", help="HOST:PORT of the replay role")
@@ -70,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--weights-key-file",
         metavar="PATH",
         help="the run's weights key (RUN_DIR/secrets/weights.key, or a Docker secret); default: "
-        "$ACTORQ_WEIGHTS_KEY_FILE, else RUN_DIR/secrets/weights.key",
+        "$ACTORQ_WEIGHTS_KEY_FILE, else RUN_DIR/secrets/weights.key (actorq.roles.weights_key.find_key_file)",
     )
     parser.add_argument(
         "--insecure-weights",

@@ -1,4 +1,4 @@
-"""What every role process shares: its run-directory layout, stop signal, logging setup and periodic metrics."""
+"""What every role process shares: its run-directory layout, stop signal, CPUs, environment and periodic metrics."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from actorq.config import ExperimentConfig
 from actorq.metrics import MetricsWriter
 from actorq.roles.health import heartbeat
 from actorq.status import RoleStatus, read_status, write_status
+from actorq.usage import CHILD_ENV
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +35,6 @@ def role_dir(run_dir: str | Path, role: str, index: int | None = None) -> Path:
     path = Path(run_dir) / (role if index is None else f"{role}_{index}")
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def setup_logging(level: str = "INFO") -> None:
-    """One-line log format with the role's pid, to stderr."""
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname).1s [%(process)d %(name)s] %(message)s",
-        datefmt="%H:%M:%S",
-    )
-    # Acme/absl and TF are chatty at INFO; keep our own messages readable.
-    for noisy in ("absl", "tensorflow", "h5py", "matplotlib"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def install_stop_handlers(stop: threading.Event) -> None:
@@ -152,7 +141,7 @@ def pin_role_cpus(config: ExperimentConfig, role: str) -> tuple[int, ...]:
 
 def quiet_tensorflow() -> None:
     """Silence TF's C++ start-up chatter before it is imported (roles import reverb, which imports TF)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", CHILD_ENV["TF_CPP_MIN_LOG_LEVEL"])
 
 
 class Periodic:
@@ -175,7 +164,7 @@ class RoleBase:
 
     name = "role"
     own_process = False
-    """True when this role is alone in its process (set by :func:`actorq.roles.main`)."""
+    """True when this role is alone in its process (set by :class:`actorq.roles.host.RoleHost`)."""
 
     def __init__(self, config: ExperimentConfig, run_dir: str | Path, index: int | None = None):
         self.config = config

@@ -5,9 +5,14 @@ A run's key lives in ``RUN_DIR/secrets/weights.key`` (directory 0700, file 0600)
 and restarted roles sign and verify with the same key. The key itself is never logged, never written to
 ``config.yaml``, ``summary.json`` or metrics; only its run id (a one-way fingerprint) is.
 
-A role finds its key, in order: ``--weights-key-file PATH``; the file named by ``$ACTORQ_WEIGHTS_KEY_FILE`` (how a
-Docker secret is passed); ``RUN_DIR/secrets/weights.key``. With none of them it refuses to start, unless told
-``--insecure-weights``: then it signs nothing and accepts unsigned weights, and says so loudly.
+Which key file a run uses is one rule, :func:`find_key_file`, the same for the launcher (``actorq train``) and for
+every role (``actorq role``, and the roles each placement starts): ``--weights-key-file PATH`` when given; else the
+file named by ``$ACTORQ_WEIGHTS_KEY_FILE`` (how a Docker or Kubernetes secret is passed); else
+``RUN_DIR/secrets/weights.key``. The launcher resolves it once (creating ``RUN_DIR/secrets/weights.key`` when the rule
+finds nothing) and hands that path to every role it starts as ``--weights-key-file``, so a role on the launcher's host
+uses the launcher's key; a role on another host (Ray) loads the same path there, and reports the run id of what it
+loaded for the summary. Without a key a role refuses to start, unless told ``--insecure-weights``: then it signs
+nothing and accepts unsigned weights, and says so loudly.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from actorq.quantize.signing import WeightsKey, generate_key, key_from_text, key_to_text
+from actorq.status import ROLE_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +32,7 @@ KEY_ENV = "ACTORQ_WEIGHTS_KEY_FILE"
 """Environment variable naming the weights key file (e.g. ``/run/secrets/weights_key`` in Docker)."""
 SECRETS_DIR = "secrets"
 KEY_FILE = "weights.key"
-KEY_ROLES = ("learner", "quantizer", "actor", "evaluator")
+KEY_ROLES = tuple(role for role in ROLE_NAMES if role != "replay")
 """Roles that sign or verify weight messages (replay only stores bytes)."""
 
 HOW_TO_FIX = (
@@ -102,29 +108,59 @@ def load_key_file(path: str | Path) -> WeightsKey:
     return key
 
 
+def find_key_file(
+    run_dir: str | Path, key_file: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> Path | None:
+    """THE rule for which key file a run uses: ``key_file`` (``--weights-key-file``) when given; else
+    ``$ACTORQ_WEIGHTS_KEY_FILE`` when set (in ``environ``, default this process's environment); else
+    ``RUN_DIR/secrets/weights.key`` when it exists; else None. Whether the file is usable is :func:`load_key_file`'s
+    question: an explicit path that does not exist is an error, never a reason to look further."""
+    environ = os.environ if environ is None else environ
+    if key_file:
+        return Path(key_file)
+    if environ.get(KEY_ENV):
+        return Path(environ[KEY_ENV])
+    path = run_key_path(run_dir)
+    return path if path.exists() else None
+
+
 def resolve_weights_key(
     run_dir: str | Path,
     key_file: str | Path | None = None,
     insecure: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> WeightsKey | None:
-    """The key a role signs or verifies with; None only when ``insecure`` (unsigned weights).
+    """The key a role signs or verifies with (:func:`find_key_file`'s file); None only when ``insecure``.
 
     Raises:
         WeightsKeyError: No key found (and not ``insecure``), both a key file and ``insecure`` given, or the key
             file is unusable.
     """
-    environ = os.environ if environ is None else environ
     if insecure:
         if key_file:
             raise WeightsKeyError("--insecure-weights and --weights-key-file contradict each other; pass one")
         return None
-    source = key_file or environ.get(KEY_ENV) or None
-    if source is None and run_key_path(run_dir).exists():
-        source = run_key_path(run_dir)
+    source = find_key_file(run_dir, key_file, environ)
     if source is None:
         raise WeightsKeyError(f"no weights key for this run (weight messages are signed); {HOW_TO_FIX}")
     return load_key_file(source)
+
+
+def run_key_file(
+    run_dir: str | Path, key_file: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> Path:
+    """The launcher's side of the rule: :func:`find_key_file`'s file, checked, or ``RUN_DIR/secrets/weights.key``
+    created when the rule finds none (a new run). Returns the path every role is then given.
+
+    Raises:
+        WeightsKeyError: The file the rule names is missing, unreadable or malformed.
+    """
+    path = find_key_file(run_dir, key_file, environ)
+    if path is None or path == run_key_path(run_dir):
+        return ensure_run_key(run_dir)
+    load_key_file(path)
+    log.info("weights key: %s", path)
+    return path
 
 
 def describe(key: WeightsKey | None) -> dict[str, str]:

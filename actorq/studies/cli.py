@@ -13,7 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
-from actorq.usage import EXIT_USAGE, non_negative_int, positive_int
+from actorq.usage import EXIT_USAGE, non_negative_int, positive_int, setup_logging
 
 logger = logging.getLogger(__name__)
 
@@ -395,7 +395,7 @@ def add_bench_parser(bench_subparsers: argparse._SubParsersAction) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry point with the same commands (``bench deploy`` included)."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    setup_logging()
     parser = argparse.ArgumentParser(prog="actorq-studies", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     add_subcommands(sub)

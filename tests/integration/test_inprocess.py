@@ -10,7 +10,9 @@ import threading
 
 import pytest
 
+from actorq.envs import UnknownTaskError
 from actorq.launchers.inprocess import run_inprocess
+from actorq.roles.weights_key import load_key_file
 from tests.conftest import tiny_config
 from tests.waiting import wait_until
 
@@ -41,10 +43,21 @@ def test_all_roles_in_process(tmp_path, algorithm, envs):
     # Signed by default: the launcher made the run's key, 0600, and the summary names the run, not the key.
     key_file = tmp_path / "secrets" / "weights.key"
     assert key_file.stat().st_mode & 0o777 == 0o600
-    assert summary["weights_signing"]["scheme"] == "hmac-sha256"
+    assert summary["weights_signing"] == {
+        "scheme": "hmac-sha256",
+        "run_id": load_key_file(key_file).run_id_hex,
+    }
     assert key_file.read_text().strip() not in (tmp_path / "summary.json").read_text()
     leftover = {t.name for t in threading.enumerate()} - before
     assert not {n for n in leftover if n in ("learner", "quantizer", "evaluator") or n.startswith("actor_")}
+
+
+def test_the_in_process_run_checks_its_task_as_actorq_train_does(tmp_path):
+    """run_inprocess goes through train.launch: an unknown task is refused before any role starts."""
+    config = tiny_config("d4pg", **{"env.task": "cartpole:nope"})
+    with pytest.raises(UnknownTaskError, match="cartpole:nope"):
+        run_inprocess(config, tmp_path, quiet=True)
+    assert not (tmp_path / "replay").exists() and not (tmp_path / "secrets").exists()
 
 
 def test_the_learners_step_budget_ends_the_run_as_finished(tmp_path):

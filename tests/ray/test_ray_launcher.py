@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from actorq.config import save_config
+from actorq.roles.weights_key import load_key_file
 from actorq.status import read_status
 from tests.conftest import tiny_config
 from tests.faults._helpers import alive
@@ -104,6 +105,12 @@ def test_run_places_roles_by_resource_and_reaches_its_budget(ray_cluster, tmp_pa
     assert set(LOCAL_FIELDS) <= set(summary), sorted(set(LOCAL_FIELDS) - set(summary))
     assert summary["actor_steps"] >= 600 and summary["learner_steps"] > 0 and summary["evaluations"] >= 1
     assert summary["weights_signing"]["scheme"] == "hmac-sha256" and summary["rejected_messages"] == 0
+    # The summary names the key the roles loaded on their nodes (each reports its run id): the run's own.
+    run_id = load_key_file(run_dir / "secrets" / "weights.key").run_id_hex
+    assert summary["weights_signing"]["run_id"] == run_id
+    assert {
+        node["weights_run_id"] for label, node in summary["ray"]["nodes"].items() if label != "replay"
+    } == {run_id}
     assert summary["min_broadcasts_received"] >= 1
     # The roles' own CPU time (from their records): Ray's workers are not the launcher's children.
     assert summary["energy"]["roles_cpu_seconds"] > 5

@@ -3,8 +3,9 @@
 Argument lists are drawn from the CLI's own vocabulary (subcommands, options, choices, config paths, overrides)
 mixed with arbitrary text, and run through ``actorq.cli.main`` in this process. What would start work is stubbed:
 ``train`` resolves and validates its config (the real ``resolve_train_config``) but launches nothing; ``role`` runs
-the real ``cmd_role`` up to the role itself (``actorq.roles.main`` returns 0, ``os._exit`` raises instead of
-ending the test process); benchmarks and studies keep their real argument parsing and do nothing after it.
+the real ``cmd_role`` and role host (its key rule included) up to the role itself (``build_role`` returns a role
+whose loop ends at once; no CPU pinning, environment or signal handlers touch the test process; ``os._exit`` raises
+instead of ending it); benchmarks and studies keep their real argument parsing and do nothing after it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import actorq.cli as cli
-import actorq.roles
 from actorq.config import save_config
+from actorq.roles import host as role_host
 from actorq.roles.weights_key import KEY_ENV, ensure_run_key
 from tests.conftest import tiny_config
 
@@ -45,6 +46,13 @@ class _ExitCalledError(Exception):
     def __init__(self, code: int):
         super().__init__(code)
         self.code = code
+
+
+class _NoRole:
+    """What the stubbed ``build_role`` builds: a role whose loop returns at once."""
+
+    def run(self, stop) -> None:
+        return None
 
 
 def _validate_only(args) -> int:
@@ -110,7 +118,9 @@ def _run(argv: list[str]) -> tuple[int, str]:
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(cli, "build_parser", _stubbed_parser(cli.build_parser))
-        mp.setattr(actorq.roles, "main", lambda *a, **k: 0)
+        for name in ("pin_role_cpus", "apply_learner_environment", "install_stop_handlers"):
+            mp.setattr(role_host, name, lambda *a, **k: None)
+        mp.setattr(role_host, "build_role", lambda *a, **k: _NoRole())
         mp.setattr(os, "_exit", lambda code: (_ for _ in ()).throw(_ExitCalledError(code)))
         mp.setattr(logging, "shutdown", lambda: None)
         mp.delenv(KEY_ENV, raising=False)
