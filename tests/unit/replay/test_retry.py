@@ -126,6 +126,7 @@ def test_no_budget_never_gives_up_and_no_wait_does_not_sleep() -> None:
 # Broad catches that remain: process/thread boundaries (each logs or hands on what it caught), optional foreign
 # libraries, and kernels from foreign engines that are rejected, not fatal, when they fail.
 BOUNDARIES = {
+    "actorq/algorithms/__init__.py",  # a plugin's entry point that fails to load: logged, named when asked for
     "actorq/actors/kernels/select.py",  # a kernel engine that cannot build: recorded in the selection's errors
     "actorq/actors/kernels/verify.py",  # a kernel that cannot run the probes: recorded in its Check
     "actorq/bench/actors_worker.py",  # starting the worker pool: whatever fails stops the workers started, re-raised
@@ -137,7 +138,7 @@ BOUNDARIES = {
     "actorq/launchers/inprocess.py",  # a role's thread: logged, ends the run
     "actorq/launchers/supervisor.py",  # the run's supervisor: logged, ends the run
     "actorq/replay/weights.py",  # the sampler thread: handed to the caller, who raises it
-    "actorq/roles/__init__.py",  # a role process's last metrics flush: logged
+    "actorq/roles/host.py",  # a role's loop, its last flush at a blocked stop, a role process's start: logged
     "actorq/roles/learner.py",  # the weight publisher thread: logged, raised in the learner's loop
     "actorq/studies/deploy.py",  # a deployment figure's ORT session (plain exceptions): recorded as failed
     "actorq/studies/sb3_zip.py",  # torch.load of a user's zip: re-raised as a clear error
