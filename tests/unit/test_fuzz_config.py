@@ -47,8 +47,13 @@ def _paths(cls: type = ExperimentConfig, prefix: str = "") -> list[str]:
     return out
 
 
-PATHS = _paths()
-SECTIONS = sorted({p.split(".")[0] for p in PATHS})
+# The algorithm's own section is typed by the algorithm (``settings: Any`` in ExperimentConfig): fuzzed through
+# its YAML section, ``<algorithm>.<field>``, and checked against that algorithm's section dataclass.
+PATHS = [p for p in _paths() if p != "settings"]
+ALGORITHM_PATHS = [
+    f"{name}.{f.name}" for name in algorithms.names() for f in dataclasses.fields(algorithms.get(name).section)
+]
+SECTIONS = sorted({p.split(".")[0] for p in PATHS + ALGORITHM_PATHS})
 VALID = to_dict(ExperimentConfig())
 
 scalars = st.one_of(
@@ -79,7 +84,7 @@ values = st.recursive(
 )
 overrides = st.lists(
     st.one_of(
-        st.tuples(st.sampled_from(PATHS), st.text(max_size=12)).map("=".join),
+        st.tuples(st.sampled_from(PATHS + ALGORITHM_PATHS), st.text(max_size=12)).map("=".join),
         st.text(max_size=20),
     ),
     max_size=3,
@@ -131,6 +136,11 @@ def _assert_sound(config: ExperimentConfig) -> None:
     assert (
         config.algorithm in algorithms.names() and config.env.suite in SUITES and config.launcher in LAUNCHERS
     )
+    section = algorithms.get(config.algorithm).section
+    assert isinstance(config.settings, section), f"accepted settings {config.settings!r}, not {section.__name__}"
+    for name, hint in typing.get_type_hints(section).items():
+        value = getattr(config.settings, name)
+        assert _has_type(value, hint), f"accepted {config.algorithm}.{name}={value!r}, not {hint}"
     assert config.actor.precision in (*PRECISIONS, "auto")
     assert config.quantizer.comm_bits in (0, *COMM_BITS)
     for path in COUNTS:
