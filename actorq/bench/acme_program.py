@@ -24,6 +24,8 @@ import numpy as np
 from actorq.algorithms.d4pg import ALGORITHM as D4PG
 from actorq.config import ExperimentConfig, save_config
 from actorq.metrics import MetricsWriter, evaluation_row, read_metrics
+from actorq.roles.common import EXIT_FAILED
+from actorq.usage import EXIT_INTERRUPTED
 
 LABEL = "acme-fp32"
 
@@ -336,7 +338,7 @@ def run_acme(config: ExperimentConfig, run_dir: Path) -> int:
     if failure:
         summary["failure"] = failure
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    return {"interrupted": 130, "role_failed": 1}.get(reason, 0)
+    return {"interrupted": EXIT_INTERRUPTED, "role_failed": EXIT_FAILED}.get(reason, 0)
 
 
 if __name__ == "__main__":

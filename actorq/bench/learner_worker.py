@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
+from actorq.usage import child_environment
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,8 @@ def start_worker(index: int, name: str, config_path: Path, address: str, workdir
     from actorq.roles.common import learner_environment
 
     log_path = workdir / f"worker_{index}.log"
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # As the local placement starts the learner role: the child environment, then the learner's own settings.
+    env = child_environment()
     env.update(learner_environment(load_config(config_path)))
     argv = ["actorq.bench.learner_worker", "--config", str(config_path), "--address", address]
     argv += ["--run-dir", str(workdir / f"run_{log_path.stem}")]

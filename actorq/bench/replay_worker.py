@@ -31,6 +31,7 @@ from typing import Any, NoReturn
 
 from actorq.bench.common import random_action, wait_until
 from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
+from actorq.usage import child_environment
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,9 @@ CLOCK_CHECK_STEPS = 32
 
 def start_worker(index: int, address: str, workdir: Path) -> BenchWorker:
     """Bench side: start worker ``index`` (it answers ``@@hello`` once its imports are done)."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.setdefault("OMP_NUM_THREADS", "1")
     argv = ["actorq.bench.replay_worker", "--address", address]
-    return BenchWorker(f"replay bench worker {index}", argv, workdir / f"replay_worker_{index}.log", env)
+    log_path = workdir / f"replay_worker_{index}.log"
+    return BenchWorker(f"replay bench worker {index}", argv, log_path, child_environment())
 
 
 # -- the worker process -------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from actorq.usage import setup_logging
+
 log = logging.getLogger(__name__)
 
 
@@ -112,7 +114,7 @@ def open_protocol() -> TextIO:
     """
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    setup_logging("WARNING")  # on stderr, the worker's log
     return proto
 
 
