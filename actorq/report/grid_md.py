@@ -12,8 +12,10 @@ from actorq.report.disturbance import share_cell
 from actorq.report.markdown import fmt, table
 from actorq.report.paired import AXES
 from actorq.report.runs import split_label
+from actorq.status import ROLE_NAMES
 
-ROLES = ("replay", "learner", "quantizer", "actors", "evaluator")
+ROLES = tuple("actors" if role == "actor" else role for role in ROLE_NAMES)
+"""The CPU table's columns: each role, the actors summed over their processes."""
 
 
 def _pct(share: float | None) -> str:
