@@ -32,8 +32,16 @@ log = logging.getLogger(__name__)
 REACHED_SHARE = 0.7
 """The share of simulated runs whose time is inside the budget (the rest are censored at it)."""
 
-COVERAGE: dict[str, dict[int, tuple[float, int]]] = {}
-"""``{method: {n: (coverage, simulations)}}`` measured by :func:`main` (seed 0)."""
+COVERAGE: dict[str, dict[int, tuple[float, int]]] = {
+    "iqm": {5: (0.898, 1000), 10: (0.926, 1000)},
+    "mean": {5: (0.835, 1000), 10: (0.890, 1000)},
+    "improvement": {5: (0.900, 200), 10: (0.920, 200)},
+    "km": {5: (0.952, 1000), 10: (0.940, 1000)},
+    "speedup": {5: (0.964, 1000), 10: (0.971, 1000)},
+}
+"""``{method: {n: (coverage, simulations)}}``, measured by ``python -m actorq.report.coverage --n 5 10`` (seed 0;
+2026-11-26, rliable 1.2.0, lifelines 0.30.0). A share from 1,000 simulations is within about 2 points of the
+real coverage (95% binomial), from 200 about 4."""
 
 METHODS = {
     "iqm": "rliable stratified percentile bootstrap of the IQM",
@@ -43,6 +51,14 @@ METHODS = {
     "speedup": "hand-written paired percentile bootstrap of the ratio of censored medians",
 }
 """How the report names each interval's method."""
+DRAWN_FROM = {
+    "iqm": "normal scores",
+    "mean": "normal scores",
+    "improvement": "two groups of equal normal scores",
+    "km": f"exponential times, {REACHED_SHARE:.0%} reached",
+    "speedup": f"two groups of equal exponential times, {REACHED_SHARE:.0%} reached",
+}
+"""The known distribution each method's coverage was simulated on (see the module docstring)."""
 
 
 def _holds(interval: bootstrap.Interval, truth: float) -> bool:
@@ -88,14 +104,14 @@ def simulate(method: str, n: int, sims: int, seed: int = 0) -> float:
 
 
 def note(method: str, n: int) -> str:
-    """``"95% rliable stratified percentile bootstrap of the IQM, n=5 seeds: real coverage 84% (simulated, 1,000
-    draws)"``."""
+    """``"95% rliable stratified percentile bootstrap of the mean, n=5 seeds: real coverage 84% (simulated on
+    normal scores, 1,000 draws)"``."""
     name = f"{bootstrap.LEVEL:.0%} {METHODS[method]}, n={n} seeds"
     measured = COVERAGE.get(method, {}).get(n)
     if measured is None:
         return f"{name}: real coverage not measured at this n (`python -m actorq.report.coverage`)"
     share, sims = measured
-    return f"{name}: real coverage {share:.0%} (simulated, {sims:,} draws)"
+    return f"{name}: real coverage {share:.0%} (simulated on {DRAWN_FROM[method]}, {sims:,} draws)"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -119,7 +119,8 @@ CI_NOTE = (
     "function's pointwise 95% band crosses one half). A run that never reached the threshold is censored at the "
     "time it was last seen short of it, not dropped; where fewer than half the runs reached it the median is "
     "'not reached' (with how many did) and an interval's upper end 'not reached' means the band never fell to one "
-    "half. Speed-up = median fp32 time / median time of the precision in the same sweep cell (censored medians: an "
+    "half; runs censored early (stopped by a step budget before the others reached it) count only while they ran, "
+    "so a Kaplan-Meier median can exist with fewer than half the runs reaching the threshold. Speed-up = median fp32 time / median time of the precision in the same sweep cell (censored medians: an "
     "unreached run counts as slower than every run that did), with a hand-written percentile bootstrap interval "
     f"({bootstrap.RESAMPLES:,} resamples; no package gives one for a ratio of censored medians), resampled by seed "
     "when both ran the same seeds (a seed's runs share its machine) and run by run otherwise. An unreached run "
@@ -153,7 +154,7 @@ def best_vs_best(t: TaskTable) -> str:
                 f"- {precision}: no sweep cell has a median time to threshold (most seeds never reached it)"
             )
             continue
-        text = f"- {precision}: `{cell}`, {t.time_ci(cell).fmt(0)} s"
+        text = f"- {precision}: `{cell}`, {km_cell(t.time_ci(cell))} s"
         if precision != "fp32" and base is not None:
             ratio = t.ratio_ci(base, cell)
             text += f"; speed-up vs fp32's best (`{base}`): {ratio.fmt(2, 'x', inf='inf')}"

@@ -68,6 +68,9 @@ def test_coverage_simulation_finds_the_percentile_bootstrap_undercovers_at_five_
     # t interval with 1.75 in place of t(4)'s 2.78: P(|T_4| < 1.75) = 0.85, not 0.95.
     share = coverage.simulate("mean", 5, 100)
     assert 0.75 < share < 0.92
-    assert "n=5 seeds" in coverage.note("mean", 5)
+    measured = coverage.COVERAGE["mean"][5][0]
+    assert abs(measured - share) < 0.1  # the committed figure is what the simulation gives
+    assert f"n=5 seeds: real coverage {measured:.0%} (simulated" in coverage.note("mean", 5)
+    assert "not measured at this n" in coverage.note("mean", 4)
     with pytest.raises(ValueError, match="method must be"):
         coverage.one("median", 5, np.random.default_rng(0))
