@@ -5,7 +5,11 @@ Modules, from the bottom up (each imports only modules above it in this list; no
 
 * ``stats``: pure statistics on numbers (smoothing, thresholds, time to threshold after the first learner
   update, the untrained score, medians over seeds, curve bands, projections);
-* ``bootstrap``: bootstrap confidence intervals with censoring, and the rate limiter's blocked shares;
+* ``bootstrap``: the interval type, the speed-up's bootstrap interval (censored times, paired by seed), and the
+  rate limiter's blocked shares;
+* ``intervals``: the intervals packages give: IQM, mean and probability of improvement with rliable's stratified
+  bootstrap, the Kaplan-Meier median time to threshold with lifelines;
+* ``coverage``: each interval's real coverage at the number of seeds used, by simulation;
 * ``regime``: the one regime model (learner capacity C, actor supply S_p, ``min(S_p, C / spi)``, each run's
   label and the predicted speed-up);
 * ``paper``: the ActorQ paper's own numbers;

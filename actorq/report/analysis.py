@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.report import bootstrap, stats
+from actorq.report import bootstrap, intervals, stats
 from actorq.report.measure import (
     DEFAULT_CARBON_INTENSITY,
     PROJECTION_K,
@@ -71,8 +71,18 @@ class TaskTable:
         return [m.t_reach for m in self.runs.get(label, [])]
 
     def time_ci(self, label: str) -> bootstrap.Interval:
-        """Median time to threshold with its bootstrap 95% CI, unreached runs censored."""
-        return bootstrap.censored_median_ci(self.times(label))
+        """Kaplan-Meier median time to threshold with its 95% CI (lifelines), unreached runs censored at the time
+        they were last seen short of it (:func:`actorq.report.intervals.km_median`)."""
+        runs = self.runs.get(label, [])
+        return intervals.km_median([m.t_reach for m in runs], [m.t_censored for m in runs])
+
+    def improvement_ci(self, label: str, key: str = "final_return", base: str = "fp32") -> bootstrap.Interval:
+        """P(a run of ``label`` scores more ``key`` than a run of ``base`` in its sweep cell) with rliable's 95%
+        CI (:func:`actorq.report.intervals.improvement_ci`)."""
+        return intervals.improvement_ci(
+            [getattr(m, key) for m in self.runs.get(label, [])],
+            [getattr(m, key) for m in self.runs.get(self.base_of(label, base), [])],
+        )
 
     def speedup_ci(self, label: str, base: str = "fp32") -> bootstrap.Interval:
         """Median time of ``base`` (same sweep cell) / median time of ``label``, with its bootstrap 95% CI."""

@@ -1,22 +1,21 @@
-"""Bootstrap 95% confidence intervals over seeds, with censoring, and the rate limiter's blocked shares.
+"""The speed-up's bootstrap interval (censored times, paired by seed), the interval type, and the rate limiter's
+blocked shares. The other intervals come from packages (:mod:`actorq.report.intervals`: rliable, lifelines).
 
-* **Censored median** (times to threshold): a run that never reached the threshold counts as +infinity (slower
-  than every run that did), never dropped. Each bootstrap resample takes ``n`` runs with replacement and its
-  median; the interval is the resamples' 2.5th and 97.5th percentiles, taken as order statistics (no
-  interpolation between a finite time and infinity). An upper bound of infinity means "not reached" is inside the
-  interval; a median of infinity, that more than half the runs did not reach it.
-* **Speed-up** ``median(base) / median(other)``: when both groups ran the same seeds, seeds are resampled as
+* **Speed-up** ``median(base) / median(other)`` of times to threshold: neither rliable nor lifelines gives an
+  interval for a ratio of censored medians, so this one stays hand-written (a percentile bootstrap). When both
+  groups ran the same seeds, seeds are resampled as
   pairs (the fp32 and int8 runs of one seed share its environment seeds and, in a grid that goes on across
   sessions, its machine: a 2x slower CPU slows both, and resampling the groups independently would count that as
-  noise in the ratio); otherwise the groups are resampled independently. A run that did not reach the threshold
-  took longer than the time it was last seen short of it (its censoring time; 0 when unknown), so a median
-  involving it bounds the ratio from one side only: the lower end of the ratio takes the base's unreached runs at
-  their censoring times and the other's as never, the upper end the reverse. fp32 never reaching the threshold in
-  480 s while int8 takes 400 s is a speed-up of at least 1.2x (``>= 1.20``), not infinity. A resample where both
-  medians are unreached bounds nothing, its ratio anywhere from 0 to infinity, and it counts so: dropping such
-  resamples would raise the interval's lower end (dropping 3 of 100 claimed a speed-up whose lower end 3 of 100
-  resamples leave at 0). Only when every resample is like that is there no interval (None).
-* **Mean** (final and best rewards): plain percentile bootstrap of the mean.
+  noise in the ratio); otherwise the groups are resampled independently. The medians are the censored medians of
+  the runs (a run that never reached the threshold counts as slower than every run that did). A run that did not
+  reach the threshold took longer than the time it was last seen short of it (its censoring time; 0 when unknown),
+  so a median involving it bounds the ratio from one side only: the lower end of the ratio takes the base's
+  unreached runs at their censoring times and the other's as never, the upper end the reverse. fp32 never
+  reaching the threshold in 480 s while int8 takes 400 s is a speed-up of at least 1.2x (``>= 1.20``), not
+  infinity. A resample where both medians are unreached bounds nothing, its ratio anywhere from 0 to infinity, and
+  it counts so: dropping such resamples would raise the interval's lower end (dropping 3 of 100 claimed a speed-up
+  whose lower end 3 of 100 resamples leave at 0). Only when every resample is like that is there no interval
+  (None).
 * Every interval needs at least :data:`MIN_RUNS` runs (pairs, for a paired speed-up): resampling one or two runs
   gives back their own values, not a 95% interval, and a grid that goes on across sessions reports its first seeds.
 
@@ -92,29 +91,12 @@ def _medians(samples: np.ndarray) -> np.ndarray:
     return (s[:, (n - 1) // 2] + s[:, n // 2]) / 2.0
 
 
-def _resample(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return x[rng.integers(0, x.size, size=(RESAMPLES, x.size))]
-
-
 def _bounds(stat: np.ndarray, level: float) -> tuple[float, float]:
     tail = (1.0 - level) / 2 * 100
     return (
         float(np.percentile(stat, tail, method="lower")),
         float(np.percentile(stat, 100 - tail, method="higher")),
     )
-
-
-def censored_median_ci(values: Sequence[float | None], level: float = LEVEL) -> Interval:
-    """Median (None = not reached = +inf) with its bootstrap interval (see the module docstring)."""
-    x = _censored(values)
-    if not x.size:
-        return Interval(None, None, None, 0, 0)
-    reached = int(np.isfinite(x).sum())
-    point = float(_medians(x[None, :])[0])
-    if x.size < MIN_RUNS:
-        return Interval(point, None, None, int(x.size), reached)
-    low, high = _bounds(_medians(_resample(x, np.random.default_rng(RNG_SEED))), level)
-    return Interval(point, low, high, int(x.size), reached)
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -201,18 +183,6 @@ def speedup_ci(
     if none.all():
         return Interval(value, None, None, int(o.size), n_reached, bound)
     return Interval(value, _bounds(lows, level)[0], _bounds(highs, level)[1], int(o.size), n_reached, bound)
-
-
-def mean_ci(values: Sequence[float | None], level: float = LEVEL) -> Interval:
-    """Mean of the values that exist, with its percentile-bootstrap interval."""
-    x = np.asarray([float(v) for v in values if v is not None and math.isfinite(v)], np.float64)
-    if not x.size:
-        return Interval(None, None, None, len(values), 0)
-    if x.size < MIN_RUNS:
-        return Interval(float(x.mean()), None, None, len(values), int(x.size))
-    means = _resample(x, np.random.default_rng(RNG_SEED)).mean(axis=1)
-    low, high = _bounds(means, level)
-    return Interval(float(x.mean()), low, high, len(values), int(x.size))
 
 
 def limiter_blocked_shares(

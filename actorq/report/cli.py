@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from actorq.report import bootstrap, paper, render, stats
 from actorq.report import grid_md as gmd
+from actorq.report import intervals, paper, render, stats
 from actorq.report import markdown as md
 from actorq.report import projection_md as pmd
 from actorq.report.analysis import PROJECTION_K, TaskTable, build_tables
@@ -47,7 +47,7 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     note = disturbed_note(everyone)
     s += [note, ""] if note else []
     s += ["### Time to threshold with 95% confidence intervals (Table 2 analogue)\n", gmd.ci_table(t), ""]
-    s += [gmd.CI_NOTE, ""]
+    s += [gmd.ci_note(t), ""]
     best = gmd.best_vs_best(t)
     s += [best, ""] if best else []
     s += [md.paper_comparison(t), ""]
@@ -188,8 +188,10 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
                 "final_return": t.summary(label, "final_return").__dict__,
                 "time_to_threshold_ci": t.time_ci(label).as_dict(),
                 "speedup_vs_fp32_ci": t.speedup_ci(label).as_dict(),
-                "final_return_ci": bootstrap.mean_ci([m.final_return for m in t.runs[label]]).as_dict(),
-                "best_return_ci": bootstrap.mean_ci([m.best_smoothed for m in t.runs[label]]).as_dict(),
+                "final_return_iqm_ci": intervals.iqm_ci([m.final_return for m in t.runs[label]]).as_dict(),
+                "best_return_iqm_ci": intervals.iqm_ci([m.best_smoothed for m in t.runs[label]]).as_dict(),
+                "final_return_improvement_vs_fp32_ci": t.improvement_ci(label).as_dict(),
+                "best_return_improvement_vs_fp32_ci": t.improvement_ci(label, "best_smoothed").as_dict(),
                 "per_run": {
                     m.run.name: {
                         "seed": m.seed,

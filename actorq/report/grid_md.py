@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
 
-from actorq.report import bootstrap, paper, regime, stats
+from actorq.report import bootstrap, coverage, intervals, paper, regime, stats
 from actorq.report.analysis import RunMetrics, TaskTable
 from actorq.report.disturbance import share_cell
 from actorq.report.markdown import fmt, table
@@ -36,16 +37,18 @@ def _blocked(share: float | None, seconds: float | None) -> str:
 
 
 def ci_table(t: TaskTable) -> str:
-    """Per label (precision, sweep cell): time to threshold, speed-up, final and best reward, with 95% CIs."""
+    """Per label (precision, sweep cell): time to threshold, speed-up, final and best reward and the probability
+    of improving on fp32, with 95% CIs (their methods: :func:`ci_note`)."""
     header = [
         "precision",
         "runs",
-        "time to threshold (s), median [95% CI] (reached/n)",
+        "time to threshold (s), Kaplan-Meier median [95% CI]",
         "speed-up vs fp32 [95% CI]",
         "predicted speed-up (model)",
         "learner steps to threshold (median)",
-        "final reward, mean [95% CI]",
-        "best reward, mean [95% CI]",
+        "final reward, IQM [95% CI]",
+        "best reward, IQM [95% CI]",
+        "P(final reward > fp32's) [95% CI]",
     ]
     row = paper.TABLE2.get(t.task)
     if row:
@@ -53,24 +56,41 @@ def ci_table(t: TaskTable) -> str:
     rows = []
     for label in t.labels():
         runs = t.runs[label]
-        speed = t.speedup_ci(label) if split_label(label)[0] != "fp32" else None
+        base = split_label(label)[0] == "fp32"
         head = split_label(label)[0].split("/")[0]
         cells = [
             label,
             str(len(runs)),
-            t.time_ci(label).fmt(0)
+            km_cell(t.time_ci(label))
             if t.threshold is not None
             else "no threshold (no fp32 run has k evaluations)",
-            _speed_cell(t, speed),
-            fmt(t.predicted_speedup(label), 2, "x") if split_label(label)[0] != "fp32" else "-",
+            _speed_cell(t, None if base else t.speedup_ci(label)),
+            fmt(t.predicted_speedup(label), 2, "x") if not base else "-",
             t.summary(label, "learner_steps_reach", censored=True).fmt(0),
-            bootstrap.mean_ci([m.final_return for m in runs]).fmt(1),
-            bootstrap.mean_ci([m.best_smoothed for m in runs]).fmt(1),
+            intervals.iqm_ci([m.final_return for m in runs]).fmt(1),
+            intervals.iqm_ci([m.best_smoothed for m in runs]).fmt(1),
+            "-" if base else t.improvement_ci(label).fmt(2),
         ]
         if row:
             cells += [fmt(row.time_s(head), 0), fmt(row.speedup(head), 2, "x")]
         rows.append(cells)
     return table(header, rows)
+
+
+def km_cell(interval: bootstrap.Interval) -> str:
+    """``"412 [380, 460] (5/5 reached)"``; a median Kaplan-Meier cannot give (fewer than half reached the
+    threshold) reads ``"not reached (2/5 reached) [637, not reached]"``, never a number."""
+    if interval.value is None:
+        return "-"
+
+    def one(x: float | None) -> str:
+        return "not reached" if x is None or math.isinf(x) else f"{x:,.0f}"
+
+    ci = f"[{one(interval.low)}, {one(interval.high)}]" if interval.low is not None else "[CI undefined]"
+    reached = f"({interval.n_reached}/{interval.n} reached)"
+    if math.isinf(interval.value):
+        return f"not reached {reached} {ci}"
+    return f"{interval.value:,.0f} {ci} {reached}"
 
 
 def _speed_cell(t: TaskTable, speed: bootstrap.Interval | None) -> str:
@@ -81,18 +101,43 @@ def _speed_cell(t: TaskTable, speed: bootstrap.Interval | None) -> str:
     return speed.fmt(2, "x", inf="inf") + (" **faster**" if is_faster(speed) else "")
 
 
+def ci_note(t: TaskTable) -> str:
+    """What each interval of :func:`ci_table` is, and its real coverage at the table's number of seeds."""
+    n = max((len(runs) for runs in t.runs.values()), default=0)
+    methods = [
+        ("time to threshold", "km"),
+        ("speed-up", "speedup"),
+        ("final and best reward", "iqm"),
+        ("P(final reward > fp32's)", "improvement"),
+        ("paired reward differences (below)", "mean"),
+    ]
+    lines = "\n".join(f"- {what}: {coverage.note(method, n)}." for what, method in methods)
+    return f"{CI_NOTE}\n\nThe intervals, their methods and their real coverage at {n} seeds:\n\n{lines}"
+
+
 CI_NOTE = (
-    "Medians over seeds with bootstrap 95% confidence intervals (4,000 resamples of the runs). A run that never "
-    "reached the threshold is censored, not dropped: it counts as slower than every run that did, so a median or "
-    "bound of 'not reached' means at least that share of runs never got there. Speed-up = median fp32 time / median "
-    "time of the precision in the same sweep cell, resampled by seed when both ran the same seeds (a seed's runs "
-    "share its machine) and run by run otherwise. An unreached run bounds a speed-up by the time it was last seen short "
-    "of the threshold: '>= 1.09x' means fp32's median run had not reached it by 1.09 times the precision's median "
-    "time, and the interval's upper end is then unbounded. A speed-up is claimed (**faster**) only "
-    "where the interval's lower bound is above 1, and never from a threshold at or below some run's untrained score. "
-    "Predicted speed-up: the regime model's ratio of median delivered env steps/s, min(S_p, C / spi) (see the "
-    "regime table below); it assumes reward per env step does not depend on precision. Final reward: mean of the last k evaluations of each run; best reward: each "
-    "run's best mean of k consecutive evaluations."
+    "Time to threshold: the Kaplan-Meier median over seeds (lifelines; the first time the estimated share of runs "
+    "still short of the threshold is at or below one half) with lifelines' 95% interval (where the survival "
+    "function's pointwise 95% band crosses one half). A run that never reached the threshold is censored at the "
+    "time it was last seen short of it, not dropped; where fewer than half the runs reached it the median is "
+    "'not reached' (with how many did) and an interval's upper end 'not reached' means the band never fell to one "
+    "half; runs censored early (stopped by a step budget before the others reached it) count only while they ran, "
+    "so a Kaplan-Meier median can exist with fewer than half the runs reaching the threshold. Speed-up = median fp32 time / median time of the precision in the same sweep cell (censored medians: an "
+    "unreached run counts as slower than every run that did), with a hand-written percentile bootstrap interval "
+    f"({bootstrap.RESAMPLES:,} resamples; no package gives one for a ratio of censored medians), resampled by seed "
+    "when both ran the same seeds (a seed's runs share its machine) and run by run otherwise. An unreached run "
+    "bounds a speed-up by the time it was last seen short of the threshold: '>= 1.09x' means fp32's median run had "
+    "not reached it by 1.09 times the precision's median time, and the interval's upper end is then unbounded. A "
+    "speed-up is claimed (**faster**) only where the interval's lower bound is above 1, and never from a threshold at "
+    "or below some run's untrained score. Predicted speed-up: the regime model's ratio of median delivered env "
+    "steps/s, min(S_p, C / spi) (see the regime table below); it assumes reward per env step does not depend on "
+    "precision. Final reward: mean of the last k evaluations of each run; best reward: each run's best mean of k "
+    "consecutive evaluations; over seeds, their interquartile mean (IQM: the mean of the middle half, rliable's "
+    "25% trimmed mean; of 5 seeds, the middle 3) with rliable's stratified bootstrap interval "
+    f"({intervals.REPS:,} resamples; one task per table, so the score matrix is seeds x 1 and the stratified "
+    "bootstrap resamples seeds). P(final reward > fp32's): rliable's probability of improvement, the chance that a "
+    "run of the precision ends with more reward than a run of fp32 in the same cell (ties count half; 0.5: no "
+    "difference), with rliable's interval (each group resampled)."
 )
 
 
@@ -111,7 +156,7 @@ def best_vs_best(t: TaskTable) -> str:
                 f"- {precision}: no sweep cell has a median time to threshold (most seeds never reached it)"
             )
             continue
-        text = f"- {precision}: `{cell}`, {t.time_ci(cell).fmt(0)} s"
+        text = f"- {precision}: `{cell}`, {km_cell(t.time_ci(cell))} s"
         if precision != "fp32" and base is not None:
             ratio = t.ratio_ci(base, cell)
             text += f"; speed-up vs fp32's best (`{base}`): {ratio.fmt(2, 'x', inf='inf')}"

@@ -12,8 +12,8 @@ make:
 
 Over ``"run"`` nothing is cut: each run's whole curve (what a wall-clock budget gave it).
 
-The per-seed differences (label - fp32) get their mean with a bootstrap 95% interval
-(:func:`actorq.report.bootstrap.mean_ci`); an interval that holds 0 finds no difference.
+The per-seed differences (label - fp32) get their mean with rliable's stratified bootstrap 95% interval
+(:func:`actorq.report.intervals.mean_ci`); an interval that holds 0 finds no difference.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from actorq.report import bootstrap
+from actorq.report import bootstrap, intervals
 from actorq.report.measure import RunMetrics
 
 AXES = {"actor_steps": "env steps", "learner_steps": "learner steps", "run": "whole runs"}
@@ -47,7 +47,7 @@ class PairedReward:
     def difference(self, which: str = "mean") -> bootstrap.Interval:
         """Mean of the per-seed differences (label - base) of ``which`` ("mean" or "final"), with its CI."""
         ours, base = (self.mean, self.base_mean) if which == "mean" else (self.final, self.base_final)
-        return bootstrap.mean_ci([a - b for a, b in zip(ours, base, strict=True)])
+        return intervals.mean_ci([a - b for a, b in zip(ours, base, strict=True)])
 
     def below(self, which: str = "mean") -> int:
         """Seeds where the label's value is below the base's."""

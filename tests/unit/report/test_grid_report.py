@@ -1,4 +1,4 @@
-"""Experiment grids in the report: bootstrap CIs with censoring, sweep cells, regimes, curated records."""
+"""Experiment grids in the report: the speed-up's bootstrap CI with censoring, sweep cells, regimes, curated records."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from actorq.report import bootstrap
+from actorq.report import bootstrap, intervals
 from actorq.report import markdown as md
 from actorq.report.analysis import build_tables
 from actorq.report.cli import build_report
@@ -22,19 +22,6 @@ SPI = "replay.samples_per_insert"
 
 
 # -- bootstrap ------------------------------------------------------------------------------------------------
-def test_censored_median_ci_keeps_unreached_runs():
-    reached = bootstrap.censored_median_ci([100, 110, 120, 130, 140])
-    assert reached.value == 120 and reached.n_reached == 5
-    assert 100 <= reached.low <= 120 <= reached.high <= 140
-    # Two runs never reached it: dropping them would give a median of 110; censored, they push it to 120.
-    censored = bootstrap.censored_median_ci([100, 110, 120, None, None])
-    assert censored.value == 120 and censored.n == 5 and censored.n_reached == 3
-    assert math.isinf(censored.high)  # "not reached" is inside the interval
-    majority = bootstrap.censored_median_ci([100, None, None, None, 130])
-    assert math.isinf(majority.value)
-    assert "not reached" in majority.fmt()
-
-
 def test_speedup_ci_decides_only_when_the_lower_bound_is_above_one():
     fp32 = [200, 210, 220, 230, 240]
     clear = bootstrap.speedup_ci(fp32, [100, 105, 110, 115, 120])
@@ -60,11 +47,6 @@ def test_paired_speedup_ci_separates_the_machine_from_the_ratio():
     assert censored.n_reached == 5 and censored.low < 1.5
     with pytest.raises(ValueError, match="one run per seed"):
         bootstrap.speedup_ci(fp32, int8[:3], paired=True)
-
-
-def test_mean_ci_brackets_the_mean():
-    ci = bootstrap.mean_ci([190.0, 200.0, 180.0, 195.0, 210.0, None])
-    assert ci.value == pytest.approx(195.0) and ci.low < 195.0 < ci.high and (ci.n, ci.n_reached) == (6, 5)
 
 
 def test_resamples_where_both_medians_are_unreached_count_as_bounding_nothing():
@@ -94,13 +76,17 @@ def test_one_or_two_seeds_have_no_interval_and_claim_nothing():
     assert two.low is None
     three = bootstrap.speedup_ci([None] * 3, [376.0, 380.0, 390.0], paired=True, base_censored_at=[480.0] * 3)
     assert three.low == pytest.approx(480 / 390) and is_faster(three)
-    assert bootstrap.censored_median_ci([366.0, 400.0]).low is None
-    assert bootstrap.censored_median_ci([366.0, 400.0, 410.0]).low == 366.0
-    single = bootstrap.mean_ci([-240.4, None])
+    assert intervals.km_median([366.0, 400.0]).low is None
+    assert intervals.km_median([366.0, 400.0, 410.0]).low is not None
+    single = intervals.mean_ci([-240.4, None])
     assert (
         single.value == pytest.approx(-240.4)
         and single.low is None
         and (single.n, single.n_reached) == (2, 1)
+    )
+    assert (
+        intervals.iqm_ci([1.0, 2.0]).low is None
+        and intervals.improvement_ci([1.0, 2.0], [0.0] * 5).low is None
     )
 
 
