@@ -154,9 +154,18 @@ ROLE_NAMES: tuple[str, ...] = tuple(RECORDS)
 """The roles of a run (replay, learner, quantizer, actor, evaluator): the one list every module names them by."""
 
 
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
 def to_dict(record: RoleStatus) -> dict[str, Any]:
-    """The record as plain JSON-ready values."""
-    return dataclasses.asdict(record)
+    """The record as plain JSON values (tuples as lists): the same form whether it goes to ``status.json`` or
+    across Ray, so :func:`from_dict` reads both alike."""
+    return _plain(dataclasses.asdict(record))
 
 
 FIX_HINT = (
