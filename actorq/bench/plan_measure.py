@@ -107,29 +107,6 @@ def pin_process(pid: int, cpus: tuple[int, ...]) -> None:
             os.sched_setaffinity(int(tid), cpus)
 
 
-class _Messages:
-    """One signed weight message per precision (the torch twin's initial weights), encoded once."""
-
-    def __init__(self, config: ExperimentConfig, key: bytes):
-        self.state, self.config, self.key, self.cache = reference_state(config), config, key, {}
-
-    def get(self, variant: Variant, cfg: ExperimentConfig) -> np.ndarray:
-        from actorq.quantize.codec import encode_message
-
-        if variant.precision not in self.cache:
-            self.cache[variant.precision] = encode_message(
-                self.state,
-                version=1,
-                learner_step=0,
-                precision=variant.precision,
-                comm_bits=variant.comm_bits,
-                compress=cfg.quantizer.compress,
-                per_channel=cfg.quantizer.per_channel,
-                key=self.key,
-            )
-        return self.cache[variant.precision]
-
-
 def _variants(config: ExperimentConfig, precisions: list[str], envs: list[int]) -> list[Variant]:
     from actorq.config import AUTO_COMM_BITS
 
@@ -185,11 +162,11 @@ def time_split(
             pin_process(worker.proc.pid, split.actor_cpus)
         learner.send({"cmd": "prepare"})
         json.loads(learner.expect("ready", START_TIMEOUT_S))
-        messages = _Messages(config, pool.key)
+        state = reference_state(config)
         order = interleave(variants, timing.repeats)
         for i, (repeat, variant) in enumerate(order):
             cfg = actor_bench_config(config, variant, split.actors)
-            pool.publish(messages.get(variant, cfg))
+            pool.publish_policy(state, cfg)  # signed, at the block's precision and wire bits
             pool.start_block(cfg, timing.seconds + MARGIN_S, fresh=False)
             learner.send({"cmd": "go", "seconds": timing.seconds, "breakdown_steps": BREAKDOWN_STEPS})
             learned = json.loads(learner.expect("result", timing.seconds * 4 + 600))
@@ -224,10 +201,10 @@ def time_actors_alone(
     with WorkerPool(actor_bench_config(config, variants[0], len(cores)), len(cores)) as pool:
         for worker, cpu in zip(pool.workers, cores, strict=True):
             pin_process(worker.proc.pid, (cpu,))
-        messages = _Messages(config, pool.key)
+        state = reference_state(config)
         for repeat, variant in interleave(variants, timing.repeats):
             cfg = actor_bench_config(config, variant, len(cores))
-            pool.publish(messages.get(variant, cfg))
+            pool.publish_policy(state, cfg)  # signed, at the block's precision and wire bits
             record = _actor_record(pool.run_block(cfg, timing.seconds, fresh=False))
             record.update(
                 precision=variant.precision, envs=variant.envs, repeat=repeat, load=os.getloadavg()[0]
