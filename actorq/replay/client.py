@@ -7,7 +7,7 @@ import time
 
 import reverb
 
-from actorq.replay.retry import REPLAY_ERRORS, ReplayUnreachableError, backoff_s, first_line
+from actorq.replay.retry import REPLAY_ERRORS, ReplayUnreachableError, backoff_s, first_line, replay_call
 
 __all__ = ["ReplayUnreachableError", "new_client", "wait_for_server"]
 log = logging.getLogger(__name__)
@@ -27,8 +27,9 @@ def wait_for_server(address: str, timeout_s: float = 60.0, attempt_timeout_s: in
     while True:
         attempts += 1
         try:
-            client = reverb.Client(address)
-            client.server_info(timeout=attempt_timeout_s)
+            with replay_call():
+                client = reverb.Client(address)
+                client.server_info(timeout=attempt_timeout_s)
             if attempts > 1:
                 log.info("connected to replay at %s after %d attempts", address, attempts)
             return client

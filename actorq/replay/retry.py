@@ -9,14 +9,20 @@ Reverb dataset (the learner's sampler) raises TensorFlow's ``tf.errors.OpError``
 below; Reverb's Python API never raises ``grpc.RpcError``. A plain ``RuntimeError`` is not an outage: Reverb's
 pybind layer raises one for a bad request to a live server (sampling a table it does not have), and ActorQ's own
 errors (kernel verification, the Acme surface check, CPU affinity) derive from it; retrying those would hide a
-bug behind "replay is away". Anything not listed propagates.
+bug behind "replay is away". But the same pybind layer raises a plain ``RuntimeError`` carrying only gRPC's
+message when the connection itself fails (seen: ``mutate_priorities`` -> "Connection reset by peer" while replay
+was killed): :func:`replay_call` turns exactly those (a plain ``RuntimeError`` whose message is one of gRPC's
+connection failures, :data:`CONNECTION_FAILURE`) into :class:`ReplayConnectionError`, which is listed; every other
+``RuntimeError`` still propagates. Anything not listed propagates.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import reverb
@@ -35,8 +41,38 @@ _TF_TRANSIENT = (
     tf.errors.CancelledError,
     tf.errors.AbortedError,
 )
+
+
+class ReplayConnectionError(ConnectionError):
+    """A Reverb client call whose connection to the server failed (raised by :func:`replay_call` from the plain
+    ``RuntimeError`` Reverb's pybind layer gives it)."""
+
+
+CONNECTION_FAILURE = re.compile(
+    r"connection reset|connection refused|connection (closed|aborted)|socket closed|broken pipe|"
+    r"failed to connect|stream removed|transport (closed|is closing)|goaway|endpoint (read|write) failed|"
+    r"keepalive watchdog|unavailable",
+    re.IGNORECASE,
+)
+"""gRPC's messages for a connection that failed or was never made (its UNAVAILABLE family), which Reverb's pybind
+layer passes on as a plain ``RuntimeError``."""
+
+
+@contextlib.contextmanager
+def replay_call() -> Iterator[None]:
+    """Around a Reverb client call: a plain ``RuntimeError`` with a :data:`CONNECTION_FAILURE` message becomes
+    :class:`ReplayConnectionError` (chained); every other error passes through unchanged."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if type(exc) is RuntimeError and CONNECTION_FAILURE.search(first_line(exc)):
+            raise ReplayConnectionError(first_line(exc)) from exc
+        raise
+
+
 REPLAY_ERRORS: tuple[type[BaseException], ...] = (
     reverb.errors.ReverbError,
+    ReplayConnectionError,
     *_TF_TRANSIENT,
     WeightsUnavailableError,  # our weight subscriber's own (its sample deadline, or one of the above)
 )
@@ -89,7 +125,8 @@ class ReplayOutage:
             ReplayUnreachableError: the outage has lasted longer than ``budget_s`` (chained to the last error).
         """
         try:
-            value = call()
+            with replay_call():
+                value = call()
         except REPLAY_ERRORS as exc:
             self.failed(exc, wait=wait)
             return False, None

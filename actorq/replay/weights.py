@@ -14,7 +14,7 @@ import numpy as np
 import reverb
 
 from actorq.core import WeightsUnavailableError
-from actorq.replay.retry import REPLAY_ERRORS, first_line
+from actorq.replay.retry import REPLAY_ERRORS, first_line, replay_call
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,8 @@ class ReverbWeightSubscriber:
     def latest(self, timeout_s: float | None = None) -> np.ndarray | None:
         timeout = max(1, int(round(timeout_s if timeout_s is not None else self._timeout_s)))
         try:
-            return self._latest(timeout)
+            with replay_call():
+                return self._latest(timeout)
         except (*REPLAY_ERRORS, TimeoutError) as exc:
             self._returned_inserts = None
             raise WeightsUnavailableError(

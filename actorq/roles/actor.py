@@ -25,7 +25,7 @@ from actorq.envs import environment_spec, make_environment
 from actorq.quantize.signing import WeightsKey
 from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, wait_for_server
 from actorq.replay.experience import make_adders
-from actorq.replay.retry import REPLAY_ERRORS
+from actorq.replay.retry import REPLAY_ERRORS, replay_call
 from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
 from actorq.roles.policy import build_policy, write_kernel_record
 from actorq.status import ActorStatus
@@ -160,7 +160,7 @@ class ActorRole(RoleBase):
     def _write(self, call, *args) -> bool:
         """One adder call; False (after reconnecting, with a new episode to start) when replay refused it."""
         try:
-            with self._watchdog.watch():
+            with self._watchdog.watch(), replay_call():
                 call(*args)
         except REPLAY_ERRORS as exc:  # Reverb's writer raises once its stream to a restarted server is gone
             self._reconnect(exc)
@@ -201,7 +201,8 @@ class ActorRole(RoleBase):
         if not adders:
             return
         try:
-            adders[0].writer.flush(timeout_ms=FLUSH_ON_STOP_MS)
+            with replay_call():
+                adders[0].writer.flush(timeout_ms=FLUSH_ON_STOP_MS)
         except REPLAY_ERRORS as exc:  # the server is gone or its rate limiter holds them: nothing more to do
             log.info(
                 "actor %d: last transitions not confirmed on stop (%s)", self.actor_id, type(exc).__name__

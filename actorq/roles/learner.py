@@ -20,7 +20,7 @@ from actorq.learners import configure_tensorflow, make_learner
 from actorq.quantize.codec import encode_message
 from actorq.quantize.signing import LEARNER_STREAM, WeightsKey
 from actorq.replay import LEARNER_WEIGHTS_TABLE, ReverbWeightPublisher, wait_for_server
-from actorq.replay.retry import REPLAY_ERRORS, ReplayOutage
+from actorq.replay.retry import REPLAY_ERRORS, ReplayOutage, replay_call
 from actorq.replay.tables import environment_spec_for
 from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
 from actorq.status import LearnerStatus
@@ -78,7 +78,8 @@ class _BackgroundPublisher:
                     key=self._key,
                     stream=LEARNER_STREAM,
                 )
-                self._publisher.publish(buf)
+                with replay_call():
+                    self._publisher.publish(buf)
                 self._record.write(step + self._offset, learner_step=step)
                 self.last_bytes = int(buf.nbytes)
                 self.published += 1
