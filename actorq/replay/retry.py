@@ -9,11 +9,14 @@ Reverb dataset (the learner's sampler) raises TensorFlow's ``tf.errors.OpError``
 below; Reverb's Python API never raises ``grpc.RpcError``. A plain ``RuntimeError`` is not an outage: Reverb's
 pybind layer raises one for a bad request to a live server (sampling a table it does not have), and ActorQ's own
 errors (kernel verification, the Acme surface check, CPU affinity) derive from it; retrying those would hide a
-bug behind "replay is away". But the same pybind layer raises a plain ``RuntimeError`` carrying only gRPC's
-message when the connection itself fails (seen: ``mutate_priorities`` -> "Connection reset by peer" while replay
-was killed): :func:`replay_call` turns exactly those (a plain ``RuntimeError`` whose message is one of gRPC's
-connection failures, :data:`CONNECTION_FAILURE`) into :class:`ReplayConnectionError`, which is listed; every other
-``RuntimeError`` still propagates. Anything not listed propagates.
+bug behind "replay is away". But the same pybind layer raises a plain ``RuntimeError`` carrying only a message when
+the connection itself fails (seen while replay was killed: ``mutate_priorities`` -> "Connection reset by peer", the
+weight publisher's insert -> "Error when confirming that all items written to table."), and the gRPC code is lost
+on the way. :func:`replay_call` therefore reads a plain ``RuntimeError`` (never a subclass) raised inside the
+``reverb`` package as the server being away, :class:`ReplayConnectionError`, unless its message says the request
+itself was wrong (:data:`BAD_REQUEST`: a table that is not there, an invalid argument or signature), which
+propagates. An error wrongly read as an outage still surfaces: the retry budget runs out and the role stops with it
+as the cause. Anything not listed propagates.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TypeVar
 
 import reverb
@@ -48,25 +52,30 @@ class ReplayConnectionError(ConnectionError):
     ``RuntimeError`` Reverb's pybind layer gives it)."""
 
 
-CONNECTION_FAILURE = re.compile(
-    r"connection reset|connection refused|connection (closed|aborted)|socket closed|broken pipe|"
-    r"failed to connect|stream removed|transport (closed|is closing)|goaway|endpoint (read|write) failed|"
-    r"keepalive watchdog|unavailable",
-    re.IGNORECASE,
-)
-"""gRPC's messages for a connection that failed or was never made (its UNAVAILABLE family), which Reverb's pybind
-layer passes on as a plain ``RuntimeError``."""
+BAD_REQUEST = re.compile(r"not found|invalid|unknown|signature|shape|dtype|must be|expected", re.IGNORECASE)
+"""Messages of a request a live server refused (gRPC's NOT_FOUND / INVALID_ARGUMENT family): a bug, not an outage."""
+
+_REVERB_DIR = str(Path(reverb.__file__).resolve().parent)
+
+
+def _raised_by_reverb(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised inside the ``reverb`` package (its innermost Python frame is one of its files)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and str(Path(tb.tb_frame.f_code.co_filename).resolve()).startswith(_REVERB_DIR)
 
 
 @contextlib.contextmanager
 def replay_call() -> Iterator[None]:
-    """Around a Reverb client call: a plain ``RuntimeError`` with a :data:`CONNECTION_FAILURE` message becomes
-    :class:`ReplayConnectionError` (chained); every other error passes through unchanged."""
+    """Around a Reverb client call: a plain ``RuntimeError`` raised by Reverb that is not a :data:`BAD_REQUEST`
+    becomes :class:`ReplayConnectionError` (chained); every other error passes through unchanged."""
     try:
         yield
     except RuntimeError as exc:
-        if type(exc) is RuntimeError and CONNECTION_FAILURE.search(first_line(exc)):
-            raise ReplayConnectionError(first_line(exc)) from exc
+        message = first_line(exc)
+        if type(exc) is RuntimeError and _raised_by_reverb(exc) and not BAD_REQUEST.search(message):
+            raise ReplayConnectionError(message) from exc
         raise
 
 
