@@ -7,21 +7,18 @@ are :class:`actorq.learners.AcmeLearner`'s, the same for every algorithm.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
-import sonnet as snt
 from acme import specs as acme_specs
 from acme.agents.tf.d4pg import learning as d4pg_learning
-from acme.tf import utils as tf2_utils
 from acme.utils import counting
 
 from actorq.algorithms.d4pg import ALGORITHM
 from actorq.algorithms.d4pg.tf_networks import make_networks
 from actorq.config import ExperimentConfig
-from actorq.learners import AcmeLearner, CompiledOptimizer, acme_adapter
-from actorq.learners.dense import use_einsum_dense
+from actorq.learners import AcmeLearner
+from actorq.learners.actor_critic import build_actor_critic
 from actorq.replay.experience import make_dataset_iterator
 
 
@@ -35,64 +32,20 @@ def build(
 ) -> AcmeLearner:
     """Acme's D4PG learner reading from the Reverb server at ``replay_address`` (D4PG's ``learner_builder``)."""
     d4pg = ALGORITHM.settings(config)
-    iterator = make_dataset_iterator(replay_address, config)
     nets = make_networks(
         spec.actions, config.network.policy_layers, d4pg.critic_layers, d4pg.vmin, d4pg.vmax, d4pg.num_atoms
     )
-    policy, critic = nets["policy"], nets["critic"]
-    if config.learner.einsum_dense:
-        use_einsum_dense(policy, critic)
-    target_policy, target_critic = copy.deepcopy(policy), copy.deepcopy(critic)
-    for net in (policy, target_policy):
-        tf2_utils.create_variables(net, [spec.observations])
-    for net in (critic, target_critic):
-        tf2_utils.create_variables(net, [spec.observations, spec.actions])
-    policy_opt = snt.optimizers.Adam(d4pg.policy_lr)
-    critic_opt = snt.optimizers.Adam(d4pg.critic_lr)
-    learner = d4pg_learning.D4PGLearner(
-        policy_network=policy,
-        critic_network=critic,
-        target_policy_network=target_policy,
-        target_critic_network=target_critic,
-        discount=config.replay.discount,
-        target_update_period=config.learner.target_update_period,
-        dataset_iterator=iterator,
-        policy_optimizer=policy_opt,
-        critic_optimizer=critic_opt,
-        clipping=True,
-        counter=counter,
-        logger=results,
-        checkpoint=False,
-    )
-    # Adam slots are created lazily; create them now so a checkpoint restore has somewhere to go (and so no
-    # variable is created inside a compiled apply).
-    acme_adapter.create_adam_slots(policy_opt, policy.trainable_variables)
-    acme_adapter.create_adam_slots(critic_opt, critic.trainable_variables)
-    if config.learner.jit_optimizer:
-        acme_adapter.wrap_actor_critic_optimizers(learner, CompiledOptimizer)
-    objects = {
-        "counter": counter,
-        "policy": policy,
-        "critic": critic,
-        "target_policy": target_policy,
-        "target_critic": target_critic,
-        "policy_optimizer": policy_opt,
-        "critic_optimizer": critic_opt,
-        "num_steps": acme_adapter.num_steps(learner),
-    }
-    targets = (
-        (*critic.variables, *policy.variables),
-        (*target_critic.variables, *target_policy.variables),
-    )
-    return AcmeLearner(
-        learner,
-        policy,
+    rates = (d4pg.policy_lr, d4pg.critic_lr)
+    data = {"dataset_iterator": make_dataset_iterator(replay_address, config)}
+    return build_actor_critic(
+        d4pg_learning.D4PGLearner,
+        config,
+        spec,
+        nets["policy"],
+        nets["critic"],
+        rates,
+        data,
         counter,
         results,
-        objects,
         checkpoint_dir,
-        config.learner.checkpoint_period_s,
-        acme_class=d4pg_learning.D4PGLearner,
-        jit_compile=config.learner.jit_compile,
-        target_pairs=targets,
     )
