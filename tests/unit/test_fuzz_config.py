@@ -51,7 +51,9 @@ def _paths(cls: type = ExperimentConfig, prefix: str = "") -> list[str]:
 # its YAML section, ``<algorithm>.<field>``, and checked against that algorithm's section dataclass.
 PATHS = [p for p in _paths() if p != "settings"]
 ALGORITHM_PATHS = [
-    f"{name}.{f.name}" for name in algorithms.names() for f in dataclasses.fields(algorithms.get(name).section)
+    f"{name}.{f.name}"
+    for name in algorithms.names()
+    for f in dataclasses.fields(algorithms.get(name).section)
 ]
 SECTIONS = sorted({p.split(".")[0] for p in PATHS + ALGORITHM_PATHS})
 VALID = to_dict(ExperimentConfig())
@@ -137,7 +139,9 @@ def _assert_sound(config: ExperimentConfig) -> None:
         config.algorithm in algorithms.names() and config.env.suite in SUITES and config.launcher in LAUNCHERS
     )
     section = algorithms.get(config.algorithm).section
-    assert isinstance(config.settings, section), f"accepted settings {config.settings!r}, not {section.__name__}"
+    assert isinstance(config.settings, section), (
+        f"accepted settings {config.settings!r}, not {section.__name__}"
+    )
     for name, hint in typing.get_type_hints(section).items():
         value = getattr(config.settings, name)
         assert _has_type(value, hint), f"accepted {config.algorithm}.{name}={value!r}, not {hint}"
