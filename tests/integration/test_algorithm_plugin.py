@@ -7,8 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from actorq import algorithms
 from actorq.config import config_from_dict
 from actorq.launchers.inprocess import run_inprocess
 from tests import softmax_dqn
+from tests.training import train_summary
 
 pytestmark = pytest.mark.integration
 
@@ -68,19 +67,7 @@ def test_a_plugin_found_by_entry_point_trains_through_the_subprocess_placement(t
     )
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_path(tmp_path)), str(ROOT)])}
-    result = subprocess.run(
-        [sys.executable, "-m", "actorq.cli", "train", str(config_path), "--launcher", "local", "--quiet"]
-        + ["--run-dir", str(run_dir)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    summary_path = run_dir / "summary.json"
-    assert summary_path.is_file(), result.stderr[-3000:]
-    summary = json.loads(summary_path.read_text())
-    assert result.returncode == 0, (summary.get("errors"), result.stderr[-3000:])
+    summary = train_summary([str(config_path), "--launcher", "local"], run_dir, env=env)
     assert summary["exit"] == "max_learner_steps" and summary["learner_steps"] >= 30
     assert summary["min_broadcasts_received"] >= 1 and summary["rejected_messages"] == 0
     assert summary["evaluations"] >= 1 and summary["best_eval_return"] is not None

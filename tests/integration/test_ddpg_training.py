@@ -3,16 +3,11 @@ learner steps, its policy's weights reach the actor and the evaluator, and the i
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-pytestmark = pytest.mark.integration
+from tests.training import train_summary
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.integration
 
 
 def test_ddpg_trains_on_pendulum_through_the_local_placement(tmp_path):
@@ -26,19 +21,8 @@ def test_ddpg_trains_on_pendulum_through_the_local_placement(tmp_path):
         "evaluator.episodes=1",
         "target_return=null",
     ]
-    result = subprocess.run(
-        [sys.executable, "-m", "actorq.cli", "train", "configs/ddpg/gym_pendulum.yaml", *overrides]
-        + ["--launcher", "local", "--precision", "int8", "--actors", "1", "--max-minutes", "2.5", "--quiet"]
-        + ["--run-dir", str(run_dir)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    summary_path = run_dir / "summary.json"
-    assert summary_path.is_file(), result.stderr[-3000:]
-    summary = json.loads(summary_path.read_text())
-    assert result.returncode == 0, (summary.get("errors"), result.stderr[-3000:])
+    args = ["configs/ddpg/gym_pendulum.yaml", *overrides, "--launcher", "local", "--precision", "int8"]
+    summary = train_summary(args + ["--actors", "1", "--max-minutes", "2.5"], run_dir)
     assert summary["algorithm"] == "ddpg" and summary["exit"] == "max_learner_steps"
     assert summary["learner_steps"] >= 300 and summary["actor_steps"] >= 200
     assert summary["min_broadcasts_received"] >= 1 and summary["rejected_messages"] == 0
