@@ -28,9 +28,11 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +157,22 @@ def run_blocks(
     return records
 
 
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While entered, SIGTERM (``timeout``, ``kill``) raises KeyboardInterrupt as Ctrl-C does: the bench's
+    ``finally`` blocks then stop its workers and delete its namespaces, which SIGTERM's default would leave."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        del frame
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_bench(config: ExperimentConfig, plan: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Start the hosts (``plan["netns"]``) and workers, run the blocks, remove everything; (records, hosts)."""
     from actorq.roles.weights_key import ensure_run_key
@@ -165,7 +183,7 @@ def run_bench(config: ExperimentConfig, plan: dict[str, Any]) -> tuple[list[dict
     save_config(bench_config(config, plan["comm_bits"][0], plan["actors"]), server_cfg)
     workers: list[BenchWorker] = []
     ok = False
-    with contextlib.ExitStack() as stack:
+    with sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         if plan["netns"]:
             hosts = stack.enter_context(
                 NamespaceHosts(2, workdir / "hosts", prefix=f"aqc{os.getpid() % 100000}")
@@ -177,7 +195,11 @@ def run_bench(config: ExperimentConfig, plan: dict[str, Any]) -> tuple[list[dict
                 for i in range(len(hosts)):
                     hosts.set_rate(i, rate)
 
-            where = {"server": hosts[0].address, "actors": hosts[1].address, "namespaces": hosts.namespaces}
+            where = {
+                "server": hosts[0].address,
+                "actors": hosts[1].address,
+                "namespaces": list(hosts.namespaces),
+            }
         else:
             server_prefix = actor_prefix = []
             server_ip = plan["replay_address"]

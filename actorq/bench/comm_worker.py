@@ -144,7 +144,11 @@ class Publisher:
             publishes.append(self.publish(due))
             due += period_s
         self.close_role()
-        return {"publishes": publishes, "message_bytes": publishes[0]["bytes"] if publishes else 0}
+        return {
+            "publishes": publishes,
+            "message_bytes": publishes[0]["bytes"] if publishes else 0,
+            "pid": os.getpid(),
+        }
 
     def close_role(self) -> None:
         if self.role is not None:

@@ -167,8 +167,9 @@ class NamespaceHosts:
         _ip("-n", name, "link", "set", "lo", "up")
 
     def set_rate(self, i: int, rate: str | None) -> None:
-        """Limit host ``i``'s link to ``rate`` in both directions (a :func:`check_rate` rate), or lift the limit
-        (``None``); the link stays up, so connections over it survive the change."""
+        """Limit host ``i``'s link to ``rate`` in both directions (a ``tc`` rate, see :func:`check_rate`; tc's own
+        error where it refuses one), or lift the limit (``None``); the link stays up, so connections over it survive
+        the change."""
         host = self.hosts[i]
         for namespace, interface in ((self.hub, f"p{i}"), (host.namespace, host.interface)):  # to it, from it
             if rate is None:
@@ -179,7 +180,7 @@ class NamespaceHosts:
                     timeout=20,
                 )
             else:
-                self._limit(namespace, interface, check_rate(rate))
+                self._limit(namespace, interface, rate)
 
     @staticmethod
     def _limit(namespace: str, interface: str, rate: str) -> None:
