@@ -120,3 +120,20 @@ def test_bench_config_sets_the_wire_bits_and_actors_and_disables_the_rate_limite
     assert cfg.comm_bits == 4 and cfg.actor.num_actors == 3
     assert cfg.replay.samples_per_insert == 0 and cfg.learner.checkpoint_period_s == 0
     assert cfg.network == config.network and cfg.actor.precision == config.actor.precision
+
+
+@pytest.mark.parametrize("algorithm", ["dqn", "d4pg"])
+def test_the_published_learner_weights_map_back_to_the_policys_own(algorithm):
+    # The publisher hands the quantizer what the learner publishes: TF names and layout, which the quantizer maps
+    # to torch; the actors must end up with the policy's weights, not transposed or renamed ones.
+    import numpy as np
+
+    from actorq.bench.actors_worker import reference_state
+    from actorq.bench.comm_worker import learner_variables
+    from actorq.networks.mapping import tf_to_torch_state
+
+    config = tiny_config(algorithm, **{"network.policy_layers": [32, 16]})
+    state = tf_to_torch_state(algorithm, learner_variables(config), (32, 16))
+    want = reference_state(config)
+    assert state.keys() == want.keys()
+    assert all(np.array_equal(state[k], want[k]) for k in want)
