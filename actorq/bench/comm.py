@@ -32,7 +32,8 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +174,40 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@dataclass
+class Placement:
+    """Where the bench's two ends run and how it limits the link between them."""
+
+    server_prefix: list[str]
+    """Runs a command on the server's host (``ip netns exec NS``; empty: this machine)."""
+    actor_prefix: list[str]
+    """Runs a command on the actors' host."""
+    server_ip: str
+    """The address the actors dial the server at."""
+    set_rate: Callable[[str | None], None]
+    """Limits the link to a ``tc`` rate, or lifts the limit (None)."""
+    where: dict[str, Any]
+    """The hosts, for the JSON's meta."""
+
+
+@contextlib.contextmanager
+def placement(plan: dict[str, Any], workdir: Path) -> Iterator[Placement]:
+    """With ``plan["netns"]``: two namespace hosts (server, actors) whose links take each rate in turn, removed on
+    exit; else this machine, the actors dialing ``plan["replay_address"]``."""
+    if not plan["netns"]:
+        address = plan["replay_address"]
+        yield Placement([], [], address, lambda rate: None, {"server": address, "actors": "this machine"})
+        return
+    with NamespaceHosts(2, workdir / "hosts", prefix=f"aqc{os.getpid() % 100000}") as hosts:
+
+        def set_rate(rate: str | None) -> None:
+            for i in range(len(hosts)):  # both links: the server's and the actors' (both directions each)
+                hosts.set_rate(i, rate)
+
+        where = {"server": hosts[0].address, "actors": hosts[1].address, "namespaces": list(hosts.namespaces)}
+        yield Placement(hosts[0].command([]), hosts[1].command([]), hosts[0].address, set_rate, where)
+
+
 def run_bench(config: ExperimentConfig, plan: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Start the hosts (``plan["netns"]``) and workers, run the blocks, remove everything; (records, hosts)."""
     from actorq.roles.weights_key import ensure_run_key
@@ -183,51 +218,29 @@ def run_bench(config: ExperimentConfig, plan: dict[str, Any]) -> tuple[list[dict
     save_config(bench_config(config, plan["comm_bits"][0], plan["actors"]), server_cfg)
     workers: list[BenchWorker] = []
     ok = False
-    with sigterm_as_interrupt(), contextlib.ExitStack() as stack:
-        if plan["netns"]:
-            hosts = stack.enter_context(
-                NamespaceHosts(2, workdir / "hosts", prefix=f"aqc{os.getpid() % 100000}")
-            )
-            server_prefix, actor_prefix = hosts[0].command([]), hosts[1].command([])
-            server_ip = hosts[0].address
-
-            def set_rate(rate: str | None) -> None:
-                for i in range(len(hosts)):
-                    hosts.set_rate(i, rate)
-
-            where = {
-                "server": hosts[0].address,
-                "actors": hosts[1].address,
-                "namespaces": list(hosts.namespaces),
-            }
-        else:
-            server_prefix = actor_prefix = []
-            server_ip = plan["replay_address"]
-
-            def set_rate(rate: str | None) -> None:
-                del rate  # the link is whatever joins this machine to --replay-address
-
-            where = {"server": server_ip, "actors": "this machine"}
-        try:
-            publisher = start_worker("publisher", ["publisher"], workdir, server_prefix)
-            workers.append(publisher)
-            publisher.expect("hello", START_TIMEOUT_S)
-            publisher.send({"cmd": "serve", "config": str(server_cfg)})
-            port = _json(publisher, "serving", START_TIMEOUT_S)["port"]
-            argv = ["actor", "--address", f"{server_ip}:{port}"]
-            actors = [start_worker(f"actor {i}", argv, workdir, actor_prefix) for i in range(plan["actors"])]
-            workers += actors
-            for actor in actors:
-                actor.expect("hello", START_TIMEOUT_S)
-            records = run_blocks(publisher, actors, config, plan, workdir, set_rate)
-            ok = True
-        finally:
-            for worker in workers:  # all asked first, so they exit in parallel
-                worker.request_exit()
-            for worker in workers:
-                worker.wait(timeout_s=20)
-    close_workdir(workdir, ok, "comm bench worker")
-    return records, where
+    try:
+        with sigterm_as_interrupt(), placement(plan, workdir) as place:
+            try:
+                publisher = start_worker("publisher", ["publisher"], workdir, place.server_prefix)
+                workers.append(publisher)
+                publisher.expect("hello", START_TIMEOUT_S)
+                publisher.send({"cmd": "serve", "config": str(server_cfg)})
+                port = _json(publisher, "serving", START_TIMEOUT_S)["port"]
+                argv = ["actor", "--address", f"{place.server_ip}:{port}"]
+                for i in range(plan["actors"]):
+                    workers.append(start_worker(f"actor {i}", argv, workdir, place.actor_prefix))
+                for actor in workers[1:]:
+                    actor.expect("hello", START_TIMEOUT_S)
+                records = run_blocks(publisher, workers[1:], config, plan, workdir, place.set_rate)
+                ok = True
+            finally:  # before the hosts go
+                for worker in workers:  # all asked first, so they exit in parallel
+                    worker.request_exit()
+                for worker in workers:
+                    worker.wait(timeout_s=20)
+    finally:  # after an interrupt too: the worker logs are kept and named
+        close_workdir(workdir, ok, "comm bench worker")
+    return records, place.where
 
 
 def _main(args: argparse.Namespace) -> int:

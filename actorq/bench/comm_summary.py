@@ -87,6 +87,9 @@ def block_record(publisher: dict[str, Any], actors: list[dict[str, Any]], start:
         reach += actor["reach_s"]
         stale += actor["staleness"]
     rates = [a["steps"] / a["seconds"] for a in actors if a["seconds"] > 0]
+    # Seconds between an actor's looks at the policy table (one per update_period env steps): part of every
+    # reach time, however fast the link.
+    polls = [a["seconds"] / a["pulls"] for a in actors if a["pulls"]]
     return {
         "message_bytes": publisher["message_bytes"],
         "publishes": len(publishes),
@@ -100,6 +103,7 @@ def block_record(publisher: dict[str, Any], actors: list[dict[str, Any]], start:
         "staleness_p90": _quantile(stale, 0.9),
         "staleness_max": max(stale) if stale else None,
         "steps_per_s": float(np.mean(rates)) if rates else 0.0,
+        "poll_s": float(np.mean(polls)) if polls else None,
         "publish_late_s": max((p["late_s"] for p in publishes), default=0.0),
         "quantize_ms": _quantile([p["quantize_ms"] for p in publishes], 0.5),
         "publisher": publisher,
@@ -107,7 +111,15 @@ def block_record(publisher: dict[str, Any], actors: list[dict[str, Any]], start:
     }
 
 
-SUMMARY_KEYS = ("reach_s", "reach_s_p90", "staleness", "staleness_p90", "staleness_max", "steps_per_s")
+SUMMARY_KEYS = (
+    "reach_s",
+    "reach_s_p90",
+    "staleness",
+    "staleness_p90",
+    "staleness_max",
+    "steps_per_s",
+    "poll_s",
+)
 """A block's figures that the summary gives as the median over its repeats (with min and max)."""
 
 
@@ -148,7 +160,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     """The summary as a text table: one line per (rate, bits)."""
     head = (
         f"{'link':>9} {'bits':>4} {'MB':>7} {'wire s':>7} {'reach s':>8} {'p90':>7} "
-        f"{'stale':>5} {'p90':>5} {'max':>4} {'steps/s':>8} {'range':>15} {'pub':>4} {'inst':>4} {'skip':>4}"
+        f"{'stale':>5} {'p90':>5} {'max':>4} {'steps/s':>8} {'range':>15} {'poll s':>6} {'pub':>4} {'inst':>4} "
+        f"{'skip':>4}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -158,7 +171,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             f"{_fmt(r['staleness'], '.1f'):>5} {_fmt(r['staleness_p90'], '.1f'):>5} "
             f"{_fmt(r['staleness_max'], '.0f'):>4} {r['steps_per_s']:>8.1f} "
             f"{_fmt(r['steps_per_s_min'], '.0f') + '-' + _fmt(r['steps_per_s_max'], '.0f'):>15} "
-            f"{r['publishes']:>4} {r['installs']:>4} {r['skipped']:>4}"
+            f"{_fmt(r['poll_s'], '.3f'):>6} {r['publishes']:>4} {r['installs']:>4} {r['skipped']:>4}"
         )
     return "\n".join(lines)
 

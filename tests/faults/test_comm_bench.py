@@ -48,8 +48,9 @@ def skip_unless_possible():
         pytest.skip(reason)
 
 
-def _bench(args: list[str], **kwargs) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _bench(args: list[str], tmp_path: Path, **kwargs) -> subprocess.Popen:
+    # TMPDIR: the bench's scratch directory (kept with its worker logs after a failure or an interrupt) is the test's.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
     return subprocess.Popen(
         [sys.executable, "-m", "actorq.cli", "bench", "comm", *BENCH, *args],
         cwd=ROOT,
@@ -74,7 +75,9 @@ def _running(pid: int) -> bool:
 
 def test_fp32_takes_longer_than_int8_to_reach_the_actors_on_a_slow_link(skip_unless_possible, tmp_path):
     out = tmp_path / "comm.json"
-    proc = _bench(["--seconds", "10", "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = _bench(
+        ["--seconds", "10", "--json", str(out)], tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     try:
         text, _ = proc.communicate(timeout=900)
     finally:
@@ -100,14 +103,25 @@ def test_fp32_takes_longer_than_int8_to_reach_the_actors_on_a_slow_link(skip_unl
     assert pids and not [pid for pid in pids if _running(pid)]
 
 
-def test_sigterm_mid_run_leaves_nothing_behind(skip_unless_possible):
-    proc = _bench(["--seconds", "30"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def _workers(prefix: str) -> list[int]:
+    """The bench's worker processes running in its namespaces (not the ``ip`` commands that build them)."""
+    pids = [p for ns in _namespaces(prefix) for p in namespace_pids(ns)]
+    found = []
+    for pid in pids:
+        try:
+            if b"actorq.bench.comm_worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except FileNotFoundError:
+            continue
+    return found
+
+
+def test_sigterm_mid_run_leaves_nothing_behind(skip_unless_possible, tmp_path):
+    proc = _bench(["--seconds", "30"], tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     prefix = f"aqc{proc.pid % 100000}"
     try:
-        # The workers run on the hosts (their imports take a while): the bench is in the middle of its run.
-        workers = wait_until(
-            lambda: [p for ns in _namespaces(prefix) for p in namespace_pids(ns)], 300, "the bench's workers"
-        )
+        # The publisher runs on the server's host: the bench is past building the hosts, in its run.
+        workers = wait_until(lambda: _workers(prefix), 300, "the bench's publisher on its host")
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
     finally:
@@ -116,3 +130,4 @@ def test_sigterm_mid_run_leaves_nothing_behind(skip_unless_possible):
     assert proc.returncode != 0
     assert _namespaces(prefix) == [], err
     assert not [pid for pid in workers if _running(pid)], err
+    assert "comm bench worker logs kept in" in err  # the interrupted run's logs, named

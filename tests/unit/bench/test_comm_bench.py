@@ -66,7 +66,12 @@ def test_block_record_pools_the_actors_and_the_summary_takes_medians_per_rate_an
             "message_bytes": 4_000_000 if bits == 32 else 1_000_000,
         }
         actors = [
-            {"installed": [[0.0, 1], [1.0 + delay, 2], [3.0 + delay, 3]], "steps": steps, "seconds": 4.0}
+            {
+                "installed": [[0.0, 1], [1.0 + delay, 2], [3.0 + delay, 3]],
+                "steps": steps,
+                "seconds": 4.0,
+                "pulls": 8,
+            }
         ]
         record = block_record(publisher, actors, start=0.0, end=4.0)
         bps = rate_bits_per_s(rate) if rate else None
@@ -88,7 +93,7 @@ def test_block_record_pools_the_actors_and_the_summary_takes_medians_per_rate_an
     r32 = rows[0]
     assert r32["repeats"] == 3 and r32["reach_s"] == pytest.approx(1.0)
     assert (r32["reach_s_min"], r32["reach_s_max"]) == pytest.approx((0.5, 1.5))
-    assert r32["steps_per_s"] == pytest.approx(150.0)
+    assert r32["steps_per_s"] == pytest.approx(150.0) and r32["poll_s"] == pytest.approx(0.5)
     assert r32["wire_s"] == pytest.approx(4.0)  # 32 Mbit of message on an 8 Mbit/s link
     assert rows[2]["wire_s"] is None
     table = format_table(rows)
