@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -63,6 +64,30 @@ START_DELAY_S = 1.0
 """A block's common start is this far after its commands are sent."""
 NO_LIMIT = "none"
 """``--rate`` value for a link without a limit."""
+
+
+@dataclass(frozen=True)
+class CommPlan:
+    """What one ``actorq bench comm`` measures, checked before any process starts."""
+
+    comm_bits: tuple[int, ...]
+    """Wire bits, one kind of block each (per rate)."""
+    rates: tuple[str | None, ...]
+    """Link limits in ``tc`` units (None: no limit), one kind of block each (per bits)."""
+    actors: int
+    """Actor processes on the actors' host."""
+    seconds: float
+    """Measured seconds per block."""
+    repeats: int
+    """Interleaved repeats of every (rate, bits) block."""
+    period_s: float
+    """Seconds between two publishes (``learner.publish_period`` / the learner's steps/s)."""
+    netns: bool
+    """Build two namespace hosts (else both ends run on this machine)."""
+    replay_address: str
+    """Without ``netns``: the address the actors dial the server at."""
+    key_file: Path | None = None
+    """The run's weights key (made in the bench's scratch directory when it starts)."""
 
 
 def bench_config(config: ExperimentConfig, comm_bits: int, actors: int) -> ExperimentConfig:
@@ -104,20 +129,20 @@ def run_blocks(
     publisher: BenchWorker,
     actors: list[BenchWorker],
     config: ExperimentConfig,
-    plan: dict[str, Any],
+    plan: CommPlan,
     workdir: Path,
-    set_rate,
+    set_rate: Callable[[str | None], None],
 ) -> list[dict[str, Any]]:
-    """Every (rate, bits) block ``plan["repeats"]`` times, interleaved; ``set_rate(rate)`` limits the link."""
-    pairs = [(rate, bits) for rate in plan["rates"] for bits in plan["comm_bits"]]
-    order = interleave(pairs, plan["repeats"])
+    """Every (rate, bits) block ``plan.repeats`` times, interleaved; ``set_rate(rate)`` limits the link."""
+    pairs = [(rate, bits) for rate in plan.rates for bits in plan.comm_bits]
+    order = interleave(pairs, plan.repeats)
     records = []
     for i, (repeat, (rate, bits)) in enumerate(order):
         set_rate(rate)
         cfg = bench_config(config, bits, len(actors))
         path = workdir / f"block_{i}.yaml"
         save_config(cfg, path)
-        common = {"cmd": "prepare", "config": str(path), "key_file": str(plan["key_file"])}
+        common = {"cmd": "prepare", "config": str(path), "key_file": str(plan.key_file)}
         publisher.send({**common, "run_dir": str(workdir / f"block_{i}" / "server")})
         first = _json(publisher, "ready", PREPARE_TIMEOUT_S)
         for j, actor in enumerate(actors):
@@ -126,12 +151,12 @@ def run_blocks(
             actor.expect("ready", PREPARE_TIMEOUT_S)
         load_before = os.getloadavg()[0]
         start = time.time() + START_DELAY_S
-        end = start + plan["seconds"]
-        publisher.send({"cmd": "go", "start": start, "end": end, "period_s": plan["period_s"]})
+        end = start + plan.seconds
+        publisher.send({"cmd": "go", "start": start, "end": end, "period_s": plan.period_s})
         for actor in actors:
             actor.send({"cmd": "go", "start": start, "end": end})
-        published = _json(publisher, "result", plan["seconds"] + PREPARE_TIMEOUT_S)
-        results = [_json(a, "result", plan["seconds"] + PREPARE_TIMEOUT_S) for a in actors]
+        published = _json(publisher, "result", plan.seconds + PREPARE_TIMEOUT_S)
+        results = [_json(a, "result", plan.seconds + PREPARE_TIMEOUT_S) for a in actors]
         record = block_record(published, results, start, end)
         record.update(
             rate=rate,
@@ -191,11 +216,11 @@ class Placement:
 
 
 @contextlib.contextmanager
-def placement(plan: dict[str, Any], workdir: Path) -> Iterator[Placement]:
-    """With ``plan["netns"]``: two namespace hosts (server, actors) whose links take each rate in turn, removed on
-    exit; else this machine, the actors dialing ``plan["replay_address"]``."""
-    if not plan["netns"]:
-        address = plan["replay_address"]
+def placement(plan: CommPlan, workdir: Path) -> Iterator[Placement]:
+    """With ``plan.netns``: two namespace hosts (server, actors) whose links take each rate in turn, removed on
+    exit; else this machine, the actors dialing ``plan.replay_address``."""
+    if not plan.netns:
+        address = plan.replay_address
         yield Placement([], [], address, lambda rate: None, {"server": address, "actors": "this machine"})
         return
     with NamespaceHosts(2, workdir / "hosts", prefix=f"aqc{os.getpid() % 100000}") as hosts:
@@ -208,14 +233,14 @@ def placement(plan: dict[str, Any], workdir: Path) -> Iterator[Placement]:
         yield Placement(hosts[0].command([]), hosts[1].command([]), hosts[0].address, set_rate, where)
 
 
-def run_bench(config: ExperimentConfig, plan: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Start the hosts (``plan["netns"]``) and workers, run the blocks, remove everything; (records, hosts)."""
+def run_bench(config: ExperimentConfig, plan: CommPlan) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Start the hosts (``plan.netns``) and workers, run the blocks, remove everything; (records, hosts)."""
     from actorq.roles.weights_key import ensure_run_key
 
     workdir = Path(tempfile.mkdtemp(prefix="actorq-bench-comm-"))
-    plan = {**plan, "key_file": ensure_run_key(workdir)}  # signed messages, as in training
+    plan = dataclasses.replace(plan, key_file=ensure_run_key(workdir))  # signed messages, as in training
     server_cfg = workdir / "server.yaml"
-    save_config(bench_config(config, plan["comm_bits"][0], plan["actors"]), server_cfg)
+    save_config(bench_config(config, plan.comm_bits[0], plan.actors), server_cfg)
     workers: list[BenchWorker] = []
     ok = False
     try:
@@ -227,7 +252,7 @@ def run_bench(config: ExperimentConfig, plan: dict[str, Any]) -> tuple[list[dict
                 publisher.send({"cmd": "serve", "config": str(server_cfg)})
                 port = _json(publisher, "serving", START_TIMEOUT_S)["port"]
                 argv = ["actor", "--address", f"{place.server_ip}:{port}"]
-                for i in range(plan["actors"]):
+                for i in range(plan.actors):
                     workers.append(start_worker(f"actor {i}", argv, workdir, place.actor_prefix))
                 for actor in workers[1:]:
                     actor.expect("hello", START_TIMEOUT_S)
@@ -253,16 +278,16 @@ def _main(args: argparse.Namespace) -> int:
     if args.seconds <= 0 or args.repeats < 1 or actors < 1 or args.learner_rate <= 0:
         raise ConfigError("--seconds, --repeats, --actors and --learner-rate must be positive")
     period_s = config.learner.publish_period / args.learner_rate
-    plan = {
-        "comm_bits": bits,
-        "rates": rates,
-        "actors": actors,
-        "seconds": args.seconds,
-        "repeats": args.repeats,
-        "period_s": period_s,
-        "netns": args.netns,
-        "replay_address": args.replay_address,
-    }
+    plan = CommPlan(
+        comm_bits=tuple(bits),
+        rates=tuple(rates),
+        actors=actors,
+        seconds=args.seconds,
+        repeats=args.repeats,
+        period_s=period_s,
+        netns=args.netns,
+        replay_address=args.replay_address,
+    )
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     records, where = run_bench(config, plan)
     rows = summarize(records)
@@ -280,7 +305,7 @@ def _main(args: argparse.Namespace) -> int:
             "update_period": config.actor.update_period,
             "learner_rate": args.learner_rate,
             "publish_period_s": period_s,
-            **{k: plan[k] for k in ("comm_bits", "rates", "actors", "seconds", "repeats", "netns")},
+            **{k: getattr(plan, k) for k in ("comm_bits", "rates", "actors", "seconds", "repeats", "netns")},
             "hosts": where,
             "machine": machine,
             "started": started,
