@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optional(bench, bench_sub, "actorq.bench.actors", "add_parser")
     _add_optional(bench, bench_sub, "actorq.bench.learner", "add_parser")
     _add_optional(bench, bench_sub, "actorq.bench.replay", "add_parser")
+    _add_optional(bench, bench_sub, "actorq.bench.comm", "add_parser")
     _add_optional(bench, bench_sub, "actorq.bench.ablation", "add_parser")
     _add_optional(bench, bench_sub, "actorq.bench.acme_baseline", "add_parser")
     _add_optional(bench, bench_sub, "actorq.studies.cli", "add_bench_parser")
