@@ -123,9 +123,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     sys.stdout.write(f"run directory: {run_dir}\n")
     if args.weights_key_file and args.insecure_weights:
         raise CliError("--weights-key-file and --insecure-weights contradict each other: pass one of them")
-    if args.stop_with_parent is not None:
-        from actorq.roles.common import stop_with_parent
+    from actorq.launchers.orchestration import RUN_EXIT_DEADLINE_S
+    from actorq.roles.common import exit_after_stop_signal, stop_with_parent
 
+    # A run asked to stop ends within the deadline even if it is stuck where no Python handler runs.
+    exit_after_stop_signal(RUN_EXIT_DEADLINE_S)
+    if args.stop_with_parent is not None:
         stop_with_parent(args.stop_with_parent, parent="parent process", this="run")
     return launch(
         config,
