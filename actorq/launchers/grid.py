@@ -21,7 +21,7 @@ import argparse
 import contextlib
 import io
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -170,10 +170,7 @@ def _subset(grid: Grid, name: str, data: Any, where: str) -> Grid:
         precisions=tuple(parse_precisions(",".join(data.get("precisions") or grid.precisions))),
         seeds=int(data.get("seeds") or grid.seeds),
         expected_hours=float(data["expected_hours"]),
-        experiments=tuple(
-            e if minutes is None else GridExperiment(**{**vars(e), "max_minutes": float(minutes)})
-            for e in chosen
-        ),
+        experiments=tuple(e if minutes is None else replace(e, max_minutes=float(minutes)) for e in chosen),
         subsets={},
     )
 
