@@ -9,8 +9,10 @@ resumed run's own). ``actorq experiment`` and ``actorq bench acme-baseline`` sta
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -123,9 +125,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     sys.stdout.write(f"run directory: {run_dir}\n")
     if args.weights_key_file and args.insecure_weights:
         raise CliError("--weights-key-file and --insecure-weights contradict each other: pass one of them")
-    if args.stop_with_parent is not None:
-        from actorq.roles.common import stop_with_parent
+    from actorq.launchers.orchestration import RUN_EXIT_DEADLINE_S
+    from actorq.roles.common import exit_after_stop_signal, stop_with_parent
 
+    # A run asked to stop ends within the deadline even if it is stuck where no Python handler runs; and
+    # `kill -USR1 <pid>` prints every thread's stack to its log (a C handler: works in a stuck process too).
+    exit_after_stop_signal(RUN_EXIT_DEADLINE_S)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    if args.stop_with_parent is not None:
         stop_with_parent(args.stop_with_parent, parent="parent process", this="run")
     return launch(
         config,

@@ -53,6 +53,45 @@ def install_stop_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+def exit_after_stop_signal(deadline_s: float) -> threading.Thread | None:
+    """Once SIGTERM or SIGINT arrives, exit ``deadline_s`` later (status 1, every thread's stack dumped to stderr)
+    unless the process has ended by then, even when its main thread never returns to Python.
+
+    A Python signal handler runs only when the main thread executes bytecode: a main thread blocked in a native
+    wait (an import-lock deadlock, a native call that never returns) never runs it, and a handler that only sets
+    a flag (the supervisor's) is not acted on while the run is still starting. The C-level handler still writes
+    the signal's number to the wakeup fd, so a daemon thread reading it arms faulthandler's watchdog (a C thread
+    that needs no GIL). Signals with Python handlers only: SIGINT by default, SIGTERM once the supervisor's is
+    in (before that, SIGTERM's default action ends the process at once). Call it from the main thread of a
+    process that is not shared with others (``actorq train``; not a test process running a launcher in-process).
+
+    Returns:
+        The watching (daemon) thread, or None when not called from the main thread (nothing is armed).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        log.warning("exit_after_stop_signal: not the main thread; no exit deadline armed")
+        return None
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)  # the C handler must never block
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    stops = {int(signal.SIGTERM), int(signal.SIGINT)}
+
+    def watch() -> None:
+        got: set[int] = set()
+        while not got:
+            data = os.read(read_fd, 64)
+            if not data:  # the pipe closed: nothing can arrive any more
+                return
+            got = stops & set(data)
+        name = signal.Signals(min(got)).name
+        log.warning("%s: this process exits in %.0f s if it has not ended by then", name, deadline_s)
+        faulthandler.dump_traceback_later(deadline_s, exit=True)
+
+    thread = threading.Thread(target=watch, name="exit-after-stop-signal", daemon=True)
+    thread.start()
+    return thread
+
+
 PARENT_POLL_S = 1.0
 """How often a role started with a parent to stop with checks that its parent is still there."""
 
