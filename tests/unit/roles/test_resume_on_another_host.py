@@ -181,3 +181,31 @@ def test_a_record_of_another_kind_stops_the_role_with_what_differs(replay, tmp_p
         ActorRole(
             config, _host(tmp_path, "a"), address, actor_id=0, connect_timeout_s=10, weights_key=TEST_KEY
         )
+
+
+def test_an_actor_of_a_resumed_run_continues_from_the_replay_checkpoint(reverb_server, tmp_path):
+    """``--resume``: a new replay server restored from the Reverb checkpoint holds the records as checkpointed."""
+    config = tiny_config("dqn")
+    server = reverb_server(config, checkpoint_dir=tmp_path / "checkpoints")
+    address = f"localhost:{server.port}"
+    ReverbWeightPublisher(new_client(address), POLICY_TABLE).publish(_policy_message(config, 4))
+    first = ActorRole(
+        config, _host(tmp_path, "a"), address, actor_id=0, connect_timeout_s=10, weights_key=TEST_KEY
+    )
+    assert first.actor.wait_for_weights(timeout_s=10)
+    for _ in range(25):
+        first.step()
+    first.report()
+    _close_actor(first)
+    new_client(address).checkpoint()  # what replay does at stop
+    server.stop()
+
+    restored = reverb_server(config, checkpoint_dir=tmp_path / "checkpoints")
+    address = f"localhost:{restored.port}"
+    resumed = ActorRole(
+        config, _host(tmp_path, "b"), address, actor_id=0, connect_timeout_s=10, weights_key=TEST_KEY
+    )
+    try:
+        assert resumed.steps == 25 and resumed.actor.weights.floor == 4
+    finally:
+        _close_actor(resumed)
