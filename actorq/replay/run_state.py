@@ -41,8 +41,10 @@ TABLE_PREFIX = "run_state_"
 """Run-state tables are named ``run_state_<label>`` (word characters only, like every other table name)."""
 RESUMING_ROLES = ("quantizer", "actor", "evaluator")
 """The roles that keep a resume record (the learner's step is in its own checkpoint; replay is the store)."""
-WRITE_TIMEOUT_S = 2.0
-"""How long a record write may wait for the server (shorter than a stopping role's grace period)."""
+WRITE_TIMEOUT_S = 1.0
+"""How long a record write may wait for the server. A role writes at every report, and a stopping role's host
+writes for a loop still blocked ``STOP_GRACE_S`` (4 s) after the stop, within ``STOP_DEADLINE_S`` (6 s): with
+replay already gone (a launcher killed, every role stopping at once) the write costs this long, then gives up."""
 READ_TIMEOUT_S = 5.0
 """How long one read attempt may wait for the server."""
 UNSIGNED_RUN = "unsigned"
