@@ -12,12 +12,19 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from actorq.config import ExperimentConfig
 from actorq.metrics import MetricsWriter
+from actorq.quantize.signing import WeightsKey
 from actorq.roles.health import heartbeat
-from actorq.status import RoleStatus, read_status, write_status
+from actorq.status import RoleStatus, write_status
 from actorq.usage import CHILD_ENV
+
+if TYPE_CHECKING:  # importing replay loads Reverb and TensorFlow: not before a role has set their environment
+    import numpy as np
+
+    from actorq.replay.run_state import RunStateStore, Schema
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +211,9 @@ class RoleBase:
     name = "role"
     own_process = False
     """True when this role is alone in its process (set by :class:`actorq.roles.host.RoleHost`)."""
+    resume_schema: Schema = {}  # noqa: RUF012  (read-only: roles replace it, never mutate it)
+    """The fields of the role's resume record (:mod:`actorq.replay.run_state`); empty for roles that keep none."""
+    _run_state: RunStateStore | None = None
 
     def __init__(self, config: ExperimentConfig, run_dir: str | Path, index: int | None = None):
         self.config = config
@@ -232,13 +242,36 @@ class RoleBase:
             "cpu_s": time.process_time() if self.own_process else None,
         }
 
-    def previous_status(self) -> RoleStatus | None:
-        """The record this role's directory holds from an earlier process of the same run (restart, resume)."""
-        return read_status(self.dir)
+    def open_run_state(
+        self, client, weights_key: WeightsKey | None, budget_s: float
+    ) -> dict[str, np.ndarray] | None:
+        """Find this role's resume record on the replay server (``client``'s): what an earlier process of the run
+        left, on whichever host it ran (restart, resume), or None (a new run). From here on :meth:`publish_status`
+        stores :meth:`resume_values` there too.
+
+        Raises:
+            RunStateError: A record that is not this role's kind (another ActorQ version wrote it).
+            ReplayUnreachableError: Replay did not answer within ``budget_s``.
+        """
+        from actorq.replay.run_state import RunStateStore
+
+        self._run_state = RunStateStore(client, self.dir.name, weights_key.run_id_hex if weights_key else "")
+        return self._run_state.resume(self.resume_schema, budget_s)
+
+    def resume_values(self) -> dict[str, np.ndarray]:
+        """The fields of :attr:`resume_schema` now (roles that resume override)."""
+        raise NotImplementedError
+
+    def save_run_state(self) -> None:
+        """Store :meth:`resume_values` on replay (once :meth:`open_run_state` ran; a failed write is logged)."""
+        if self._run_state is not None:
+            self._run_state.write(self.resume_values())
 
     def publish_status(self) -> None:
-        """Replace ``status.json`` with :meth:`status_record`: what supervisors and restarts read."""
+        """Replace ``status.json`` with :meth:`status_record` (what supervisors and people read) and store the resume
+        record on replay (what a restarted role reads, on any host)."""
         write_status(self.dir, self.status_record())
+        self.save_run_state()
 
     def report(self) -> None:
         """One metrics row (for people), the status record (for the supervisor) and, in a container, the heartbeat

@@ -165,6 +165,7 @@ BOUNDARIES = {
     "actorq/launchers/ray_role.py",  # a Ray worker process's role: logged in its own log, Ray reports it dead
     "actorq/launchers/inprocess.py",  # a role's thread: logged, ends the run
     "actorq/launchers/supervisor.py",  # the run's supervisor: logged, ends the run
+    "actorq/replay/run_state.py",  # the resume record's reading thread: handed to the caller, who raises it
     "actorq/replay/weights.py",  # the sampler thread: handed to the caller, who raises it
     "actorq/roles/host.py",  # a role's loop, its last flush at a blocked stop, a role process's start: logged
     "actorq/roles/learner.py",  # the weight publisher thread: logged, raised in the learner's loop
