@@ -373,9 +373,16 @@ class RayPlacement(Placement):
             "started_cluster": self.started_cluster,
             "nodes": {label: dict(role.where) for label, role in self.roles.items() if role.where},
         }
-        if self._starts is not None and self._starts.unknown:
-            # The roles' start log could not be read: the restart counts are the pid changes seen, a lower bound.
-            ray_summary["restarts_unknown"] = self._starts.unknown
+        if self._starts is not None:
+            # A role starts by recording itself, before it can answer: fewer starts than worker pids seen means the
+            # log missed some. Either way the restart counts are then the pid changes seen, a lower bound.
+            counts = self._starts.counts
+            missed = [label for label, role in self.roles.items() if len(role.pids) > counts.get(label, 0)]
+            unknown = self._starts.unknown or (
+                f"the start log missed starts of {', '.join(missed)}" if missed else ""
+            )
+            if unknown:
+                ray_summary["restarts_unknown"] = unknown
         return {"ray": ray_summary}
 
 

@@ -75,7 +75,9 @@ def make_start_log(ray: Any) -> Any:
 class StartCounts:
     """The driver's side: makes the run's :class:`StartLog` and reads restart counts from it."""
 
-    def __init__(self, ray: Any, poll_s: float = POLL_S, timeout_s: float = READ_TIMEOUT_S, handle: Any = None):
+    def __init__(
+        self, ray: Any, poll_s: float = POLL_S, timeout_s: float = READ_TIMEOUT_S, handle: Any = None
+    ):
         self.ray = ray
         self.poll_s = poll_s
         self.timeout_s = timeout_s

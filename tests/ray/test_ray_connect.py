@@ -42,6 +42,12 @@ RAY_DAEMONS = ("gcs_server", "raylet", "default_worker.py", "ray::")
 """Command-line fragments of the processes a Ray cluster (or a driver's attempt to join one) starts."""
 
 
+def _env() -> dict[str, str]:
+    """This environment without tests/ray/conftest.py's RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, which makes Ray take
+    127.0.0.1 as every node's IP whatever the launcher asks: the launcher's own choice must be what is tested."""
+    return {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -138,7 +144,13 @@ def test_an_address_that_does_not_answer_fails_with_exit_2_and_leaves_nothing(
     )
     t0 = time.time()
     proc = subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=_env(),
     )
     try:
         out, err = proc.communicate(timeout=60)
@@ -193,7 +205,12 @@ def test_a_cluster_the_launcher_starts_listens_on_loopback_only(tmp_path) -> Non
     labels = [spec.label for spec in topology(config)]
     command, run_dir = _train(tmp_path, config)
     proc = subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=_env(),
     )
 
     def tree() -> list[int]:

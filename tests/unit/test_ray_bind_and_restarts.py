@@ -124,6 +124,9 @@ def test_placement_takes_the_log_or_the_pid_changes_and_flags_unknown(tmp_path):
     role.pids = (1, 4)  # the driver saw two of the four workers
     assert placement.restarts("actor_0") == 3
     assert "restarts_unknown" not in placement.summary_extra()["ray"]
+    role.pids = (1, 2, 3, 4, 5)  # a worker that never recorded its start: the log is short, so it says so
+    assert placement.summary_extra()["ray"]["restarts_unknown"] == "the start log missed starts of actor_0"
+    role.pids = (1, 4)
     ray.error = ConnectionError("node gone")
     role.pids = (1, 4, 5, 6, 7, 8, 9)  # more pid changes than the log held
     assert placement.restarts("actor_0") == 6
