@@ -44,6 +44,8 @@ TRAIN_FLAGS = (
     ConfigFlag("--target-return", "target_return"),
     ConfigFlag("--seed", "seed"),
     ConfigFlag("--ray-address", "ray.address"),
+    ConfigFlag("--ray-bind", "ray.bind"),
+    ConfigFlag("--ray-connect-timeout-s", "ray.connect_timeout_s"),
 )
 """``actorq train``'s convenience flags: each sets one config key; type and help come from the config field."""
 
@@ -119,6 +121,7 @@ def planned_config(argv: list[str]) -> ExperimentConfig:
 def cmd_train(args: argparse.Namespace) -> int:
     """Resolve and save the config, then run the configured launcher; returns its exit status."""
     config, run_dir = resolve_train_config(args)
+    check_cluster(config)
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "config.yaml"
     save_config(config, config_path)
@@ -142,6 +145,22 @@ def cmd_train(args: argparse.Namespace) -> int:
         insecure_weights=args.insecure_weights,
         weights_key_file=args.weights_key_file,
     )
+
+
+def check_cluster(config: ExperimentConfig) -> None:
+    """A Ray cluster the run would join answers within ``ray.connect_timeout_s``, before anything is made or
+    started (else an ``error:`` line naming the cause, exit 2); nothing to check for the other launchers."""
+    if config.launcher != "ray":
+        return
+    from actorq.launchers.ray_connect import RayLauncherError, import_ray, join_address, probe_cluster
+
+    address = join_address(config.ray.address)
+    if address:
+        try:
+            import_ray()
+            probe_cluster(address, config.ray.connect_timeout_s)
+        except RayLauncherError as exc:
+            raise CliError(str(exc)) from None
 
 
 PLACEMENTS = {
