@@ -201,9 +201,10 @@ def test_actor_kill_9_and_host_loss_restart_the_actors_and_ctrl_c_leaves_nothing
     run.assert_nothing_left()
 
 
-def _first_row(run: Run, host: int, label: str) -> dict | None:
+def _first_row(run: Run, host: int, label: str, started: float) -> dict | None:
+    """The first metrics row on ``host`` of the ``label`` process that started at ``started``."""
     rows = read_metrics(run.dir(host) / label / "metrics.csv")
-    return rows[0] if rows else None
+    return next((row for row in rows if row["time"] >= started), None)
 
 
 def test_actors_restarted_on_another_host_keep_their_step_count_and_weights_floor(ns_cluster):
@@ -238,16 +239,17 @@ def test_actors_restarted_on_another_host_keep_their_step_count_and_weights_floo
 
     restarted = {
         label: wait_until(
-            lambda label=label: run.acting(new, label, 1, 0),
+            lambda label=label: run.acting(new, label, 1, 0, {reached[label].pid}),
             150,
             f"{label} restarted and acting on host {new}",
         )
         for label in ACTORS
     }
     for label, record in restarted.items():
-        assert record.pid != reached[label].pid
         first = wait_until(
-            lambda label=label: _first_row(run, new, label), 30, f"{label}'s first report on host {new}"
+            lambda label=label, record=record: _first_row(run, new, label, record.started),
+            30,
+            f"{label}'s first report on host {new}",
         )
         assert first["step"] >= reached[label].step, (
             f"{label} restarted on host {new} at step {first['step']:.0f} (its first report there); on host {old} it "
@@ -257,8 +259,8 @@ def test_actors_restarted_on_another_host_keep_their_step_count_and_weights_floo
             r"never installs weights below v(\d+)",
             (run.dir(new) / "logs" / f"{label}.log").read_text(errors="replace"),
         )
-        assert floors and int(floors[0]) >= reached[label].weights_version, (
-            f"{label} restarted on host {new} with weights-version floor {floors[0] if floors else -1}; on host {old} "
+        assert floors and int(floors[-1]) >= reached[label].weights_version, (
+            f"{label} restarted on host {new} with weights-version floor {floors[-1] if floors else -1}; on host {old} "
             f"it had installed v{reached[label].weights_version}"
         )
 
