@@ -32,6 +32,36 @@ pytestmark = pytest.mark.ray
 
 LEARNER_SIDE = ("replay", "learner", "quantizer", "evaluator")
 ACTORS = ("actor_0", "actor_1")
+LOCAL_FIELDS = (
+    "algorithm",
+    "task",
+    "precision",
+    "comm_bits",
+    "actors",
+    "policy_layers",
+    "seed",
+    "wall_seconds",
+    "actor_steps",
+    "learner_steps",
+    "best_eval_return",
+    "final_eval_return",
+    "evaluations",
+    "target_return",
+    "seconds_to_target",
+    "actor_steps_per_second",
+    "min_broadcasts_received",
+    "rejected_messages",
+    "message_bytes",
+    "breakdown",
+    "restarts",
+    "exit",
+    "launcher",
+    "role_exit_codes",
+    "replay_address",
+    "weights_signing",
+    "energy",
+)
+"""What the local launcher's summary.json holds; a Ray run's across hosts must hold the same."""
 LOG_PERIOD_S = 1.0
 """Roles report (metrics row, status record) this often: the tests watch the records."""
 
@@ -118,7 +148,9 @@ def _node_ips(summary: dict) -> dict[str, str]:
 def test_budget_run_across_hosts_counts_what_replay_received(ns_cluster):
     hosts = ns_cluster.hosts
     # No rate limit on inserts (samples_per_insert 0): at the stop, every transition an actor counted can still be
-    # confirmed by replay (a limiter holding inserts once the learner stopped would drop the last ones).
+    # confirmed by replay. (With a limit, the learner stops first and the limiter then holds the actors' last
+    # transitions, up to WRITE_CHUNK - 1 + MAX_IN_FLIGHT_ITEMS per actor (actorq/replay/nstep.py), which are
+    # counted in actor_steps but dropped: seen here, 702 counted, 626 inserted at samples_per_insert 2.)
     run = Run(
         ns_cluster,
         "budget",
@@ -128,8 +160,13 @@ def test_budget_run_across_hosts_counts_what_replay_received(ns_cluster):
     assert code == 0, run.tail()
     summary = run.summary()
     assert summary["exit"] == "max_actor_steps" and summary["launcher"] == "ray"
-    assert summary["actor_steps"] >= 600 and summary["learner_steps"] > 0 and summary["evaluations"] >= 1
-    assert summary["rejected_messages"] == 0 and summary["min_broadcasts_received"] >= 1
+    assert set(LOCAL_FIELDS) <= set(summary), sorted(set(LOCAL_FIELDS) - set(summary))
+    assert summary["ray"]["cluster"] and not summary["ray"]["started_cluster"]
+    # The roles' own CPU time (from their records): Ray's workers are not the launcher's children.
+    assert summary["energy"]["roles_cpu_seconds"] > 1
+    # Unthrottled actors can reach the budget before the learner has sampled (its TensorFlow start takes longer on
+    # a loaded machine): learning across hosts is the fault tests' to show (actors acting with published weights).
+    assert summary["actor_steps"] >= 600 and summary["rejected_messages"] == 0
     assert not any(summary["restarts"].values()), summary["restarts"]
     # Placed by resource, on the hosts' own addresses.
     ips = _node_ips(summary)
@@ -142,11 +179,13 @@ def test_budget_run_across_hosts_counts_what_replay_received(ns_cluster):
         assert run.record(0, label) is not None and run.record(1, label) is None, label
     # Every role used the key the operator copied to its host: the run's own (the summary names it).
     run_id = load_key_file(run.key).run_id_hex
+    assert summary["weights_signing"]["scheme"] == "hmac-sha256"
     assert summary["weights_signing"]["run_id"] == run_id
     assert {
         node["weights_run_id"] for label, node in summary["ray"]["nodes"].items() if label != "replay"
     } == {run_id}
     key_text = run.key.read_text().strip()
+    assert key_text not in (run.run_dir / "summary.json").read_text()
     for host in (0, 1):
         for log_file in (run.dir(host) / "logs").glob("*.log"):
             assert key_text not in log_file.read_text(errors="replace"), log_file
