@@ -213,7 +213,7 @@ class NamespaceCluster:
                 if node.poll() is None:
                     node.terminate()
                     try:
-                        node.wait(timeout=20)
+                        node.wait(timeout=5)
                     except subprocess.TimeoutExpired:
                         node.kill()
                         node.wait(timeout=10)
