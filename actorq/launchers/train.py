@@ -134,7 +134,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     # A run asked to stop ends within the deadline even if it is stuck where no Python handler runs; and
     # `kill -USR1 <pid>` prints every thread's stack to its log (a C handler: works in a stuck process too).
     exit_after_stop_signal(RUN_EXIT_DEADLINE_S)
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # The process's own stderr (fd 2), not sys.stderr: a caller may have replaced that with an object with no fd
+    # (pytest's capture when a test calls the CLI in-process), and faulthandler's C handler needs one.
+    faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
     if args.stop_with_parent is not None:
         stop_with_parent(args.stop_with_parent, parent="parent process", this="run")
     return launch(

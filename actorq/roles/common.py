@@ -60,6 +60,10 @@ def install_stop_handlers(stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+_exit_watch: threading.Thread | None = None
+"""The thread :func:`exit_after_stop_signal` started in this process, if any."""
+
+
 def exit_after_stop_signal(deadline_s: float) -> threading.Thread | None:
     """Once SIGTERM or SIGINT arrives, exit ``deadline_s`` later (status 1, every thread's stack dumped to stderr)
     unless the process has ended by then, even when its main thread never returns to Python.
@@ -75,9 +79,12 @@ def exit_after_stop_signal(deadline_s: float) -> threading.Thread | None:
     Returns:
         The watching (daemon) thread, or None when not called from the main thread (nothing is armed).
     """
+    global _exit_watch
     if threading.current_thread() is not threading.main_thread():
         log.warning("exit_after_stop_signal: not the main thread; no exit deadline armed")
         return None
+    if _exit_watch is not None and _exit_watch.is_alive():
+        return _exit_watch  # armed once per process: a second call (a CLI run in-process again) would leak a pipe
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)  # the C handler must never block
     signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
@@ -94,9 +101,9 @@ def exit_after_stop_signal(deadline_s: float) -> threading.Thread | None:
         log.warning("%s: this process exits in %.0f s if it has not ended by then", name, deadline_s)
         faulthandler.dump_traceback_later(deadline_s, exit=True)
 
-    thread = threading.Thread(target=watch, name="exit-after-stop-signal", daemon=True)
-    thread.start()
-    return thread
+    _exit_watch = threading.Thread(target=watch, name="exit-after-stop-signal", daemon=True)
+    _exit_watch.start()
+    return _exit_watch
 
 
 PARENT_POLL_S = 1.0

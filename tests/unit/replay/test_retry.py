@@ -162,7 +162,8 @@ BOUNDARIES = {
     "actorq/launchers/energy.py",  # codecarbon, optional: logged, energy recorded as unavailable
     "actorq/launchers/experiment.py",  # writing one run's record: logged, a rerun writes it, the grid goes on
     "actorq/launchers/ray_placement.py",  # calls into a cluster whose actors may be dead or gone: logged
-    "actorq/launchers/ray_role.py",  # a Ray worker process's role: logged in its own log, Ray reports it dead
+    "actorq/launchers/ray_role.py",
+    "actorq/launchers/ray_starts.py",  # the start log, an actor on a node that may be gone: counts become unknown  # a Ray worker process's role: logged in its own log, Ray reports it dead
     "actorq/launchers/inprocess.py",  # a role's thread: logged, ends the run
     "actorq/launchers/supervisor.py",  # the run's supervisor: logged, ends the run
     "actorq/replay/run_state.py",  # the resume record's reading thread: handed to the caller, who raises it
