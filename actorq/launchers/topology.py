@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
+from actorq.config.shards import replay_label
 
 
 @dataclass(frozen=True)
@@ -22,12 +23,16 @@ class RoleSpec:
 
     @property
     def label(self) -> str:
+        if self.role == "replay":
+            return replay_label(self.index)
         return f"{self.role}_{self.index}" if self.role == "actor" else self.role
 
 
 def topology(config: ExperimentConfig) -> list[RoleSpec]:
-    """replay, learner, quantizer, N actors, evaluator: in start order (replay first, it is everyone's server)."""
-    roles = [RoleSpec("replay"), RoleSpec("learner"), RoleSpec("quantizer")]
+    """replay shards, learner, quantizer, N actors, evaluator: in start order (replay first, it is everyone's
+    server)."""
+    roles = [RoleSpec("replay", shard) for shard in range(config.replay.shards)]
+    roles += [RoleSpec("learner"), RoleSpec("quantizer")]
     roles += [RoleSpec("actor", i) for i in range(config.actor.num_actors)]
     roles.append(RoleSpec("evaluator"))
     return roles
@@ -56,7 +61,7 @@ def role_command(
         cmd += ["--port", str(port)]
     else:
         cmd += ["--replay-address", address]
-    if spec.role == "actor":
+    if spec.role == "actor" or (spec.role == "replay" and spec.index):  # shard 0: the one-server command
         cmd += ["--index", str(spec.index)]
     if spec.role != "replay":
         cmd += ["--weights-key-file", str(weights_key_file)] if weights_key_file else ["--insecure-weights"]

@@ -74,7 +74,7 @@ def build_role(
     if role == "replay":
         from actorq.roles.replay import ReplayRole
 
-        return ReplayRole(config, run_dir, port=port)
+        return ReplayRole(config, run_dir, port=port, shard=index)
     if address is None:
         raise ValueError(f"role {role} needs --replay-address HOST:PORT")
     if role == "learner":
@@ -106,7 +106,7 @@ class RoleHost:
         config: The run's resolved config.
         run_dir: The run directory (as this host sees it).
         address: Replay's HOST:PORT (None for replay).
-        index: Actor index.
+        index: Actor index, or replay shard.
         port: Replay's port (replay only; None: the config's, else a free one).
         connect_timeout_s: How long to retry reaching replay.
         key_file: ``--weights-key-file``: the first step of the key rule (launchers pass the run's key file).
@@ -158,7 +158,7 @@ class RoleHost:
         """
         if self.own_process:
             # Before anything below loads TensorFlow or torch, which size their thread pools by the usable cores.
-            pin_role_cpus(self.config, self.role)
+            pin_role_cpus(self.config, self.role, self.index)
             if self.role == "learner":  # before replay's import of reverb loads TensorFlow
                 apply_learner_environment(self.config)
         if self.role in KEY_ROLES:
