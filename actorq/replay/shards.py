@@ -125,7 +125,7 @@ def make_sharded_dataset(
 
     def record(sample: reverb.ReplaySample, shard: tf.Tensor) -> reverb.ReplaySample:
         # The keys pass through the router, so this runs for every batch the learner can see.
-        keys = tf.numpy_function(router.record, [sample.info.key, shard], tf.uint64, stateful=True)
+        keys = tf.numpy_function(router.record, [sample.info.key, shard], tf.uint64)  # stateful in TF 2.8
         keys.set_shape(sample.info.key.shape)
         return sample._replace(info=sample.info._replace(key=keys))
 
