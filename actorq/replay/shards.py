@@ -107,12 +107,17 @@ def priority_client(address: str, config: ExperimentConfig) -> reverb.Client | P
 
 
 def make_sharded_dataset(
-    addresses: list[str], config: ExperimentConfig, router: PriorityRouter | None = None
+    addresses: list[str],
+    config: ExperimentConfig,
+    router: PriorityRouter | None = None,
+    rate_limiter_timeout_ms: int = -1,
 ) -> tf.data.Dataset:
     """Batches from every shard's experience table (see the module docstring); ``router`` learns each batch's shard.
 
     The table signature is read from shard 0 (every shard has the same tables), blocking until it answers as
-    Acme's dataset does.
+    Acme's dataset does. ``rate_limiter_timeout_ms`` >= 0: a shard's worker ends once its rate limiter holds a sample
+    that long, and the dataset ends when every worker has (``actorq bench replay --shards`` ends its blocks so);
+    -1, the learner's: wait for as long as it takes.
     """
     info = reverb.Client(addresses[0]).server_info()
     signature = info[EXPERIENCE_TABLE].signature
@@ -137,6 +142,7 @@ def make_sharded_dataset(
             shapes=shapes,
             dtypes=dtypes,
             max_in_flight_samples_per_worker=2 * batch_size,
+            rate_limiter_timeout_ms=rate_limiter_timeout_ms,
         ).batch(batch_size, drop_remainder=True)
         if router is not None:
             dataset = dataset.map(lambda sample: record(sample, shard))
