@@ -43,3 +43,22 @@ def test_two_shards_train_and_the_summary_adds_up_their_counts(tmp_path):
     assert replay["actor_steps"] == summary["actor_steps"]
     assert summary["learner_steps"] >= 150
     assert replay["samples"] >= 150 * 64  # every learner batch came from one shard or the other
+
+
+def test_two_shards_in_process(tmp_path):
+    """The in-process placement serves each shard on its own port; both take their actor's inserts."""
+    from actorq.launchers.inprocess import run_inprocess
+    from tests.conftest import tiny_config
+
+    config = tiny_config(max_actor_steps=400, max_minutes=3, **{"replay.shards": 2})
+    code = run_inprocess(config, tmp_path, quiet=True, poll_s=0.2)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert code == 0 and summary["exit"] == "max_actor_steps", summary.get("errors")
+    ports = {
+        json.loads((tmp_path / label / "status.json").read_text())["port"] for label in ("replay", "replay_1")
+    }
+    assert len(ports) == 2
+    per_shard = summary["replay"]["per_shard"]
+    assert all(counts["inserts"] > 0 and counts["samples"] > 0 for counts in per_shard.values()), per_shard
+    assert summary["replay"]["inserts"] == sum(c["inserts"] for c in per_shard.values())
+    assert summary["threads_alive_after_stop"] == []
