@@ -111,3 +111,72 @@ def test_the_summary_sums_the_shards_and_lists_each(tmp_path):
     assert replay["per_shard"]["replay"]["actor_steps"] == 105
     assert replay["per_shard"]["replay_1"] == {"inserts": 30, "samples": 120, "size": 30, "actor_steps": 31}
     assert replay["actor_steps"] == monitor.actor_steps() == 136
+
+
+class _FakeRay:
+    def __init__(self, advertised: dict[str, float]):
+        self.advertised = advertised
+
+    def cluster_resources(self) -> dict[str, float]:
+        return dict(self.advertised)
+
+
+class _Actors:
+    """Stands in for the Ray actor class: records each role's options and constructor arguments."""
+
+    def __init__(self):
+        self.started: dict[str, tuple[dict, tuple]] = {}
+
+    def options(self, **options):
+        actors = self
+
+        class _Bound:
+            def remote(self, *args):
+                actors.started[args[1]] = (options, args)
+                return type("_Handle", (), {"_actor_id": type("_Id", (), {"hex": lambda _s: "0" * 32})()})()
+
+        return _Bound()
+
+
+def _ray_placement(tmp_path, advertised: dict[str, float], shards: int = 2, port: int = 0):
+    from actorq.launchers.placement import RunContext
+    from actorq.launchers.ray_placement import RayPlacement
+
+    config = sharded(shards, actors=2, launcher="ray")
+    config = replace(config, replay=replace(config.replay, port=port))
+    placement = RayPlacement(RunContext(config, tmp_path, tmp_path / "config.yaml", 0, None))
+    placement.ray = _FakeRay(advertised)
+    placement._placing = placement._placement_resources()
+    placement._actor_class = _Actors()
+    return placement
+
+
+def test_under_ray_each_shard_asks_a_whole_replay_host_and_its_own_port(tmp_path):
+    placement = _ray_placement(tmp_path, {"replay_host": 2, "learner_host": 1}, port=7000)
+    for spec in topology(placement.run.config):
+        placement.start(spec, address="" if spec.role == "replay" else "10.0.0.5:7000,10.0.0.6:7001")
+    started = placement._actor_class.started
+    for shard, label in enumerate(("replay", "replay_1")):
+        options, args = started[label]
+        assert options["resources"] == {"replay_host": 1.0}  # one shard per host advertising 1
+        assert (args[5], args[6]) == (shard, 7000 + shard)  # its index and port
+    assert started["learner"][0]["resources"] != {"replay_host": 1.0}
+
+
+def test_under_ray_without_replay_hosts_the_shards_go_with_the_learner(tmp_path):
+    from actorq.launchers.ray_placement import SLIVER
+
+    placement = _ray_placement(tmp_path, {"learner_host": 1})
+    for spec in topology(placement.run.config):
+        placement.start(spec, address="" if spec.role == "replay" else "a:1,b:2")
+    started = placement._actor_class.started
+    assert (
+        started["replay_1"][0]["resources"] == started["learner"][0]["resources"] == {"learner_host": SLIVER}
+    )
+
+
+def test_under_ray_too_few_replay_hosts_is_an_error_before_any_role_starts(tmp_path):
+    from actorq.launchers.ray_placement import RayLauncherError
+
+    with pytest.raises(RayLauncherError, match="replay.shards=2 but the cluster advertises 1 replay_host"):
+        _ray_placement(tmp_path, {"replay_host": 1})
