@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
+from actorq.config.shards import replay_label
 from actorq.quantize.signing import WeightsKey
 from actorq.roles.common import (
     EXIT_FAILED,
@@ -185,7 +186,9 @@ class RoleHost:
 
     @property
     def label(self) -> str:
-        """``actor_<i>`` for actors, else the role name."""
+        """``actor_<i>`` for actors, ``replay`` / ``replay_<k>`` for replay shards, else the role name."""
+        if self.role == "replay":
+            return replay_label(self.index)
         return f"{self.role}_{self.index}" if self.role == "actor" else self.role
 
     def _loop(self) -> None:

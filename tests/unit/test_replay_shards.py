@@ -92,6 +92,13 @@ def test_the_topology_starts_every_shard_first_with_its_own_port():
     assert "--index" not in one and one[one.index("--port") + 1] == "8000"  # shard 0: the one-server command
     assert two[two.index("--index") + 1] == "1" and two[two.index("--port") + 1] == "8001"
     assert [s.label for s in topology(tiny_config()) if s.role == "replay"] == ["replay"]
+    # the role's own host (in-process errors, thread names) names a shard as the launcher does
+    from actorq.roles.host import RoleHost
+
+    assert [RoleHost("replay", config, "run", index=s.index).label for s in specs[:2]] == [
+        "replay",
+        "replay_1",
+    ]
 
 
 def test_the_summary_sums_the_shards_and_lists_each(tmp_path):
