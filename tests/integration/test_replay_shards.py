@@ -1,5 +1,6 @@
 """``actorq train ... replay.shards=2`` through the local placement: two replay processes, each actor writing to its
-own, the learner sampling both, and a summary whose replay counts are the shards' own, summed."""
+own, the learner sampling both, a summary whose replay counts are the shards' own, summed, and a resume that
+restores every shard."""
 
 from __future__ import annotations
 
@@ -43,6 +44,10 @@ def test_two_shards_train_and_the_summary_adds_up_their_counts(tmp_path):
     assert replay["actor_steps"] == summary["actor_steps"]
     assert summary["learner_steps"] >= 150
     assert replay["samples"] >= 150 * 64  # every learner batch came from one shard or the other
+    # --resume: each shard restores its own checkpoint (without it a shard would hold only the new inserts)
+    resumed = train_summary(["--resume", str(run_dir), "--max-minutes", "0.4"], run_dir, timeout=300)
+    for label, counts in resumed["replay"]["per_shard"].items():
+        assert counts["size"] >= per_shard[label]["size"], (label, counts, per_shard[label])
 
 
 def test_two_shards_in_process(tmp_path):
