@@ -20,6 +20,7 @@ With ``replay.shards = N`` a run has N Reverb servers, shards ``0 .. N-1``:
 from __future__ import annotations
 
 from actorq.config.schema import ExperimentConfig
+from actorq.status import role_label
 
 WEIGHTS_SHARD = 0
 """The shard that holds the weight tables every role reads and writes."""
@@ -36,8 +37,9 @@ def actor_shard(actor_index: int, shards: int) -> int:
 
 
 def replay_label(shard: int) -> str:
-    """The role label (and run-directory name) of replay shard ``shard``: ``replay``, ``replay_1``, ..."""
-    return "replay" if shard == 0 else f"replay_{shard}"
+    """The role label (and run-directory name) of replay shard ``shard``: ``replay``, ``replay_1``, ...
+    (:func:`actorq.status.role_label`'s rule)."""
+    return role_label("replay", shard)
 
 
 def join_addresses(addresses: list[str] | tuple[str, ...]) -> str:

@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
-from actorq.config.shards import replay_label
 from actorq.quantize.signing import WeightsKey
 from actorq.roles.common import (
     EXIT_FAILED,
@@ -38,7 +37,7 @@ from actorq.roles.common import (
     stop_with_parent,
 )
 from actorq.roles.weights_key import HOW_TO_FIX, KEY_ROLES, WeightsKeyError, resolve_weights_key
-from actorq.status import ROLE_NAMES
+from actorq.status import ROLE_NAMES, role_label
 
 log = logging.getLogger(__name__)
 
@@ -187,9 +186,7 @@ class RoleHost:
     @property
     def label(self) -> str:
         """``actor_<i>`` for actors, ``replay`` / ``replay_<k>`` for replay shards, else the role name."""
-        if self.role == "replay":
-            return replay_label(self.index)
-        return f"{self.role}_{self.index}" if self.role == "actor" else self.role
+        return role_label(self.role, self.index)
 
     def _loop(self) -> None:
         try:
