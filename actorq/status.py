@@ -157,7 +157,10 @@ ROLE_NAMES: tuple[str, ...] = tuple(RECORDS)
 
 
 def role_label(role: str, index: int = 0) -> str:
-    """A role's label, the name of its directory and records: the role name, or ``actor_<i>`` for actor i."""
+    """A role's label, the name of its directory and records: the role name, ``actor_<i>`` for actor i, and for
+    replay shard k (``replay.shards``) ``replay`` (k = 0: the one-server name) or ``replay_<k>``."""
+    if role == "replay":
+        return f"replay_{index}" if index else "replay"
     return f"{role}_{index}" if role == "actor" else role
 
 

@@ -261,6 +261,8 @@ def _main(args: argparse.Namespace) -> int:
     if args.actor_rate is not None and args.actor_rate <= 0:
         raise ConfigError(f"--actor-rate {args.actor_rate}: env steps/s of one actor, a positive number")
     started = time.strftime("%Y-%m-%d %H:%M:%S")
+    if args.shards:
+        return _shards_main(args, config, writers, started)
     records, table = run_bench(config, writers, args.sampler, args.seconds, args.repeats, args.episode_steps)
     rows = summarize(records)
     proj = projection(records, table, args.actor_rate)
@@ -286,6 +288,37 @@ def _main(args: argparse.Namespace) -> int:
         with contextlib.suppress(OSError):
             meta["loadavg_text"] = Path("/proc/loadavg").read_text().strip()
         write_json(args.json_path, blocks_document("replay", meta, records, rows, notes=text))
+    return 0
+
+
+def _shards_main(args: argparse.Namespace, config: ExperimentConfig, writers: list[int], started: str) -> int:
+    """``--shards``: the shard-count blocks of :mod:`actorq.bench.replay_shards`."""
+    from actorq.bench.replay_shards import format_shard_table, run_shard_bench, summarize_shards
+
+    shard_counts = parse_list(args.shards, (), "--shards", int)
+    if min(shard_counts) < 1:
+        raise ConfigError(f"--shards {args.shards!r}: every value must be >= 1")
+    records, table = run_shard_bench(
+        config, shard_counts, max(writers), args.seconds, args.repeats, args.episode_steps
+    )
+    rows = summarize_shards(records)
+    machine = machine_info()
+    sys.stdout.write(format_shard_table(rows) + "\n" + cpu_line(machine) + "\n")
+    if args.json_path:
+        meta = {
+            "config": args.config,
+            "overrides": list(args.overrides),
+            "task": f"{config.env.suite}:{config.env.task}",
+            "algorithm": config.algorithm,
+            "shards": shard_counts,
+            "seconds": args.seconds,
+            "repeats": args.repeats,
+            "table": table,
+            "machine": machine,
+            "started": started,
+            "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+        write_json(args.json_path, blocks_document("replay_shards", meta, records, rows))
     return 0
 
 
@@ -318,6 +351,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--actor-rate",
         type=float,
         help="env steps/s of one actor (e.g. int8's from `actorq bench actors`): the notes say how many per core",
+    )
+    parser.add_argument(
+        "--shards",
+        metavar="N,N,...",
+        help="instead: blocks against N replay server processes each (e.g. 1,2,4) at the config's "
+        "samples-per-insert, max(--writers) writers (at least N) and one sampler; see actorq.bench.replay_shards",
     )
     parser.add_argument("--json", dest="json_path", metavar="PATH", help="write records and summary as JSON")
     parser.set_defaults(func=_main)

@@ -10,6 +10,10 @@ libraries print goes to stderr (the worker's log file):
   ``StructuredWriter``). With ``role`` ``sampler``: the learner's dataset
   (:func:`actorq.replay.experience.make_dataset_iterator`, the config's batch size, prefetch and parallelism),
   after taking one batch from it.
+- ``prepare`` with ``role`` ``server`` (``actorq bench replay --shards``): serve the config's tables, its
+  samples-per-insert limiter included, on a free port (answered with ``ready``); the bench reads this process's CPU
+  time. A ``writer``'s ``address`` and a ``shard_sampler``'s ``addresses`` (one or more shards, read through
+  :func:`actorq.replay.shards.make_sharded_dataset`) name the servers of the next blocks.
 - ``fill`` (writer): write ``items`` transitions and flush them (fills the table for the sampler).
 - ``go``: wait until the wall-clock ``start``, then write (or sample) as fast as possible until ``end``; a writer
   then flushes, so everything it counts has been confirmed by the server. Reports counts, seconds and CPU seconds.
@@ -99,8 +103,10 @@ class Writer:
         self.env_steps += n_steps
 
     def fill(self, items: int) -> dict[str, Any]:
+        # Step by step: behind a samples-per-insert limiter (the shard blocks), a fill may overshoot min_size only
+        # by what the limiter lets through before the first sample.
         while self.adder.writer.written < items:
-            self.write(CLOCK_CHECK_STEPS)
+            self.write(1)
         self.adder.writer.flush()
         return {"items": self.adder.writer.written}
 
@@ -121,6 +127,68 @@ class Writer:
             "cpu_s": cpu1 - cpu0,
             "late_start_s": t0 - start,
         }
+
+
+class ShardSampler:
+    """The learner's dataset over ``addresses`` (one or more shards, each behind the config's limiter), read as fast
+    as it goes. After a block's end it keeps sampling, uncounted, so the writers can flush past the limiter, until
+    the bench has created ``done`` (every writer flushed) and every shard's limiter has held its worker for
+    ``timeout_ms``. A dataset that ends before (a shard's limiter held a worker that long) is built again."""
+
+    def __init__(self, config, addresses: list[str], timeout_ms: int):
+        self.config, self.addresses, self.timeout_ms = config, addresses, timeout_ms
+        self.batch_size = config.learner.batch_size
+        self.iterator = self._new()
+        self.restarts = 0
+
+    def _new(self):
+        from actorq.replay.shards import make_sharded_dataset
+
+        return iter(
+            make_sharded_dataset(self.addresses, self.config, rate_limiter_timeout_ms=self.timeout_ms)
+        )
+
+    def go(self, start: float, end: float, done: str) -> dict[str, Any]:
+        wait_until(start)
+        batches, restarts = 0, 0
+        cpu0, t0 = time.process_time(), time.time()
+        t1 = cpu1 = None
+        while True:
+            try:
+                next(self.iterator)
+            except StopIteration:  # every shard's limiter held it timeout_ms: writers stalled or done
+                if time.time() >= end and Path(done).exists():
+                    break
+                self.iterator = self._new()
+                restarts += 1
+                continue
+            if t1 is None:
+                if time.time() < end:
+                    batches += 1
+                else:
+                    t1, cpu1 = time.time(), time.process_time()
+        if t1 is None:
+            t1, cpu1 = time.time(), time.process_time()
+        return {
+            "batches": batches,
+            "items": batches * self.batch_size,
+            "seconds": min(t1, end) - t0,
+            "cpu_s": cpu1 - cpu0,
+            "late_start_s": t0 - start,
+            "dataset_restarts": restarts,
+        }
+
+
+def serve_tables(config) -> Any:
+    """A Reverb server with the config's tables (its limiter included) on a free port, for the shard blocks."""
+    from actorq.envs import make_environment
+    from actorq.replay import make_server
+    from actorq.replay.tables import environment_spec_for
+
+    env = make_environment(config.env)
+    spec = environment_spec_for(env)
+    env.close()
+    return make_server(config, spec, port=None)
 
 
 class Sampler:
@@ -156,18 +224,28 @@ def worker_main(address: str) -> NoReturn:
     from actorq.config import load_config
 
     proto.write(reply("hello") + "\n")
-    jobs: list[Writer | Sampler] = []
+    jobs: list[Any] = []
 
     def handle(cmd: dict[str, Any]) -> str:
         if cmd["cmd"] == "prepare":
             config = load_config(cmd["config"])
+            jobs.clear()  # the previous job's writer or dataset goes before the next connects
             if cmd["role"] == "writer":
-                jobs[:] = [Writer(config, address, int(cmd["episode_steps"]), int(cmd["seed"]))]
+                where = cmd.get("address", address)
+                jobs.append(Writer(config, where, int(cmd["episode_steps"]), int(cmd["seed"])))
+            elif cmd["role"] == "server":
+                jobs.append(serve_tables(config))
+                return reply("ready", {"port": jobs[0].port})
+            elif cmd["role"] == "shard_sampler":
+                jobs.append(ShardSampler(config, list(cmd["addresses"]), int(cmd["timeout_ms"])))
             else:
-                jobs[:] = [Sampler(config, address)]
+                jobs.append(Sampler(config, address))
             return reply("ready")
         if cmd["cmd"] == "fill":
             return reply("filled", jobs[0].fill(int(cmd["items"])))
+        if cmd["cmd"] == "go" and isinstance(jobs[0], ShardSampler):
+            result = jobs[0].go(float(cmd["start"]), float(cmd["end"]), str(cmd["done"]))
+            return reply("result", {**result, "pid": os.getpid()})
         if cmd["cmd"] == "go":
             return reply("result", {**jobs[0].go(float(cmd["start"]), float(cmd["end"])), "pid": os.getpid()})
         raise ValueError(f"unknown command {cmd['cmd']!r}")

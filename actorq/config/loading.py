@@ -28,6 +28,7 @@ from actorq.config.schema import (
     SUITES,
     ExperimentConfig,
 )
+from actorq.config.shards import check_shards
 from actorq.status import ROLE_NAMES
 
 
@@ -208,6 +209,10 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
     if config.replay.min_size > config.replay.max_size:
         raise ConfigError("replay.min_size must not exceed replay.max_size")
     _validate_ray(config)
+    try:
+        check_shards(config)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     for role in ROLE_NAMES:
         cpus = getattr(config.affinity, role)
         if any(c < 0 for c in cpus) or len(set(cpus)) != len(cpus):
@@ -239,6 +244,7 @@ def _validate_ray(config: ExperimentConfig) -> None:
     for key, name in (
         ("ray.learner_resource", ray.learner_resource),
         ("ray.actor_resource", ray.actor_resource),
+        ("ray.replay_resource", ray.replay_resource),
     ):
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", name) or name in _RAY_BUILTIN_RESOURCES:
             raise ConfigError(
@@ -248,6 +254,11 @@ def _validate_ray(config: ExperimentConfig) -> None:
     if ray.learner_resource == ray.actor_resource:
         raise ConfigError(
             f"ray.learner_resource and ray.actor_resource are both {ray.learner_resource!r}: name two resources"
+        )
+    if ray.replay_resource in (ray.learner_resource, ray.actor_resource):
+        raise ConfigError(
+            f"ray.replay_resource={ray.replay_resource!r} is also the learner's or the actors' resource: name "
+            "another (e.g. replay_host)"
         )
     address = ray.address.strip()
     if address and address != "auto" and not re.fullmatch(r"[A-Za-z0-9_.\-\[\]:]+:\d{1,5}", address):

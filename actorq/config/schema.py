@@ -83,6 +83,10 @@ class ReplayConfig:
     """Port of the Reverb server; 0 picks a free one."""
     rate_limiter_timeout_s: float = 60.0
     """How long a learner sample or actor insert may block on the rate limiter before it is reported."""
+    shards: int = 1
+    """Reverb servers holding experience (>= 1, at most ``actor.num_actors``): actor i writes to shard
+    i % shards, the learner samples every shard, weights travel through shard 0 only; the table settings above
+    apply to each shard. The rules: :mod:`actorq.config.shards`. Launchers local, inprocess and ray."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,11 @@ class RayConfig:
     actor_resource: str = "actor_host"
     """Custom resource marking the nodes for actors (each actor asks ``actor.threads`` CPUs); used when some node
     advertises it, else Ray places actors freely."""
+    replay_resource: str = "replay_host"
+    """Custom resource marking the nodes for replay shards (``replay.shards``): when some node advertises it, each
+    shard asks 1 of it, so a node started with ``ray start --resources '{"replay_host": 1}'`` holds one shard (and
+    too few units for the shards is an error before any role starts); else every shard goes where the learner
+    goes (``learner_resource``)."""
     max_restarts: int = 5
     """Times Ray restarts a dead actor, quantizer or evaluator (on any node that fits) before the run fails."""
     temp_dir: str = ""
@@ -205,7 +214,8 @@ class AffinityConfig:
     a warning, where roles share one process (the in-process launcher)."""
 
     replay: tuple[int, ...] = ()
-    """Cores of the replay server's process."""
+    """Cores of the replay server's process; with ``replay.shards`` > 1, shard k runs on the one core
+    ``replay[k % len(replay)]``."""
     learner: tuple[int, ...] = ()
     """Cores of the learner's process, e.g. [0] to give it a core of its own as on a GPU box."""
     quantizer: tuple[int, ...] = ()

@@ -56,7 +56,7 @@ class InProcessPlacement(Placement):
             run.run_dir,
             address=address or None,
             index=spec.index,
-            port=run.port,
+            port=run.replay_port(spec.index) if spec.role == "replay" else None,
             key_file=run.weights_key_file,
             insecure_weights=run.weights_key_file is None,
             own_process=False,

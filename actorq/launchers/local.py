@@ -68,7 +68,7 @@ class LocalPlacement(Placement):
             run.config_path,
             run.run_dir,
             address or f"localhost:{run.port}",
-            run.port,
+            run.replay_port(spec.index) if spec.role == "replay" else run.port,
             weights_key_file=run.weights_key_file,
             # Roles run in their own sessions: without this, a launcher killed with -9 would leave them running.
             parent_pid=os.getpid(),
@@ -86,8 +86,9 @@ class LocalPlacement(Placement):
                     f"replay server exited with {child.process.returncode}; see {child.log_path}"
                 )
             record = self.status(spec.label)
-            if isinstance(record, ReplayStatus) and record.port == self.run.port and record.pid == child.pid:
-                return f"localhost:{self.run.port}"
+            port = self.run.replay_port(spec.index)
+            if isinstance(record, ReplayStatus) and record.port == port and record.pid == child.pid:
+                return f"localhost:{port}"
             time.sleep(0.2)
         raise RuntimeError(f"replay server did not start within {timeout_s:.0f}s; see {child.log_path}")
 

@@ -17,9 +17,21 @@ from pathlib import Path
 from statistics import mean
 
 from actorq.config import ExperimentConfig
+from actorq.config.shards import actor_shard, replay_label
 from actorq.metrics import json_safe
-from actorq.status import ActorStatus, Evaluation, EvaluatorStatus, LearnerStatus, QuantizerStatus, RoleStatus
+from actorq.status import (
+    ActorStatus,
+    Evaluation,
+    EvaluatorStatus,
+    LearnerStatus,
+    QuantizerStatus,
+    ReplayStatus,
+    RoleStatus,
+)
 from actorq.timers import BREAKDOWN_COMPONENTS
+
+REPLAY_COUNTS = ("inserts", "samples", "size", "actor_steps")
+"""summary.json's ``replay`` counts, each the sum over shards of the shard's own (``per_shard``)."""
 
 StatusReader = Callable[[str], "RoleStatus | None"]
 """Returns a role's latest status record by label (None before its first)."""
@@ -82,6 +94,33 @@ class RunMonitor:
                 if record is not None:
                     out[label] = record
         return out
+
+    def replay_shards(self) -> dict[str, ReplayStatus]:
+        """Each replay shard's latest record, by label (``replay``, ``replay_1``, ...; shards without one left out)."""
+        labels = [replay_label(shard) for shard in range(self.config.replay.shards)]
+        return {
+            label: record for label in labels if (record := self._record(label, ReplayStatus)) is not None
+        }
+
+    def replay_summary(self) -> dict:
+        """summary.json's ``replay``: experience inserts, samples and items held and the env steps of the actors
+        writing to it, summed over the shards, and each shard's own (actor i writes to shard i % shards)."""
+        shards = self.config.replay.shards
+        records = self.replay_shards()
+        steps = [0] * shards
+        for label, actor in self.actors().items():
+            steps[actor_shard(int(label.rsplit("_", 1)[1]), shards)] += actor.step
+        per_shard = {}
+        for shard in range(shards):
+            record = records.get(replay_label(shard))
+            per_shard[replay_label(shard)] = {
+                "inserts": record.inserts if record else 0,
+                "samples": record.samples if record else 0,
+                "size": record.size if record else 0,
+                "actor_steps": steps[shard],
+            }
+        totals = {key: sum(counts[key] for counts in per_shard.values()) for key in REPLAY_COUNTS}
+        return {"shards": shards, **totals, "per_shard": per_shard}
 
     def learner(self) -> LearnerStatus | None:
         return self._record("learner", LearnerStatus)
@@ -218,6 +257,7 @@ class RunMonitor:
             "rejected_messages": sum(a.rejected_messages for a in actors.values()),
             "message_bytes": quantizer.message_bytes if quantizer else 0,
             "breakdown": breakdown,
+            "replay": self.replay_summary(),
             **self.kernel_summary(),
             "restarts": dict(self.restarts()),
             "code": code_version(),

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from actorq.config import ExperimentConfig
+from actorq.config.shards import join_addresses
 from actorq.launchers.topology import RoleSpec
 from actorq.roles.weights_key import describe, load_key_file
 from actorq.status import RoleStatus, read_status
@@ -35,11 +36,17 @@ class RunContext:
     config_path: Path
     """The resolved config saved in the run directory (roles load it)."""
     port: int
-    """The replay port (picked before any role starts, unless the placement picks it on the replay's host)."""
+    """Replay shard 0's port (picked before any role starts, unless the placement picks it on the replay's host)."""
     weights_key_file: Path | None
     """The run's weights key file; None runs every role with ``--insecure-weights``."""
     quiet: bool = False
     """No live progress view."""
+    shard_ports: tuple[int, ...] = ()
+    """Every replay shard's port, in shard order (empty: one shard, on ``port``)."""
+
+    def replay_port(self, shard: int) -> int:
+        """The port replay shard ``shard`` serves on."""
+        return self.shard_ports[shard] if self.shard_ports else self.port
 
 
 class Placement(ABC):
@@ -71,14 +78,15 @@ class Placement(ABC):
     def start_roles(self, specs: list[RoleSpec], wait_replay_s: float) -> str:
         """Start ``specs`` in order (replay first); returns the replay address the others were given.
 
-        The default starts replay, waits for its status record, then starts the rest one by one.
+        The default starts every replay shard, waits for each one's status record, then starts the rest one by one
+        with every shard's address (:func:`actorq.config.shards.join_addresses`).
         """
-        address = ""
+        shards = [spec for spec in specs if spec.role == "replay"]
+        for spec in shards:
+            self.start(spec, address="")
+        address = join_addresses([self.wait_replay(spec, wait_replay_s) for spec in shards])
         for spec in specs:
-            if spec.role == "replay":
-                self.start(spec, address="")
-                address = self.wait_replay(spec, wait_replay_s)
-            else:
+            if spec.role != "replay":
                 self.start(spec, address=address)
         return address
 

@@ -6,7 +6,9 @@ by default) that :meth:`RayPlacement.close` stops. Each role is one :class:`~act
 resources: the learner 1 CPU plus ``ray.learner_gpus`` GPUs, each actor ``actor.threads`` CPUs, replay, quantizer
 and evaluator none (they mostly wait). When some node advertises ``ray.learner_resource`` (``learner_host``),
 replay, learner, quantizer and evaluator ask a sliver of it and so land on such nodes; actors likewise on
-``ray.actor_resource`` (``actor_host``) nodes; with no such node Ray places freely.
+``ray.actor_resource`` (``actor_host``) nodes; with no such node Ray places freely. Replay shards
+(``replay.shards``) each ask 1 of ``ray.replay_resource`` (``replay_host``) when some node advertises it: one
+shard per replay host.
 
 Ray restarts actors, the quantizer and the evaluator (``ray.max_restarts``) on any node that fits; replay and the
 learner are never restarted (a dead one ends the run, as with the local launcher's learner; continue it with
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from actorq.config import to_dict
+from actorq.config.shards import shard_port
 from actorq.launchers.placement import Placement, RunContext
 from actorq.launchers.ray_connect import (
     RayLauncherError,
@@ -148,6 +151,14 @@ class RayPlacement(Placement):
         """Custom resources each side asks, for the placement resources some node of the cluster advertises."""
         advertised = self.ray.cluster_resources()
         out: dict[str, dict[str, float]] = {"learner": {}, "actor": {}}
+        replay, shards = self.run.config.ray.replay_resource, self.run.config.replay.shards
+        if advertised.get(replay, 0) > 0:  # one unit per shard: a node advertising 1 holds one shard
+            if advertised[replay] < shards:
+                raise RayLauncherError(
+                    f"replay.shards={shards} but the cluster advertises {advertised[replay]:g} {replay}: start more "
+                    f"replay hosts (ray start --resources '{{\"{replay}\": 1}}') or use fewer shards"
+                )
+            out["replay"] = {replay: 1.0}
         for side, name in (
             ("learner", self.run.config.ray.learner_resource),
             ("actor", self.run.config.ray.actor_resource),
@@ -163,6 +174,8 @@ class RayPlacement(Placement):
         config = self.run.config
         env = dict(CHILD_ENV)  # only these variables: runtime_env is shown by Ray's dashboard
         side = "actor" if spec.role == "actor" else "learner"
+        if spec.role == "replay" and "replay" in self._placing:
+            side = "replay"
         options: dict[str, Any] = {
             "max_concurrency": 4,  # status/stop/where answer while the loop runs
             "max_restarts": config.ray.max_restarts if spec.role in RESTARTED_BY_RAY else 0,
@@ -182,7 +195,7 @@ class RayPlacement(Placement):
         if spec.label in self.roles and self.roles[spec.label].final is None:
             raise RuntimeError(f"{spec.label} is already running under Ray")
         run = self.run
-        port = run.config.replay.port or 0
+        port = shard_port(run.config.replay.port, spec.index) if spec.role == "replay" else 0
         handle = self._actor_class.options(**self._options(spec)).remote(
             spec.role,
             spec.label,
@@ -206,7 +219,7 @@ class RayPlacement(Placement):
         except ray.exceptions.GetTimeoutError:
             raise RuntimeError(
                 f"replay did not serve within {timeout_s:.0f}s under Ray (no node with the resources it asks, or "
-                f"a slow start): see `ray status` and {self.run.run_dir / 'logs' / 'replay.log'}"
+                f"a slow start): see `ray status` and {self.run.run_dir / 'logs' / f'{spec.label}.log'}"
             ) from None
         except ray.exceptions.RayActorError as exc:
             role.final = EXIT_FAILED

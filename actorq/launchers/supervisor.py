@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from actorq.config import ExperimentConfig
+from actorq.config.shards import shard_port
 from actorq.launchers.energy import EnergyMeter
 from actorq.launchers.monitor import RunMonitor
 from actorq.launchers.placement import Placement, RunContext
@@ -80,11 +81,16 @@ def run_context(
         key_file = run_key_file(
             run_dir, weights_key_file
         )  # a bad key file is an error now, before any role starts
+    ports = tuple(
+        shard_port(config.replay.port, shard) or portpicker.pick_unused_port()
+        for shard in range(config.replay.shards)
+    )
     return RunContext(
         config=config,
         run_dir=run_dir,
         config_path=Path(config_path),
-        port=config.replay.port or portpicker.pick_unused_port(),
+        port=ports[0],
+        shard_ports=ports,
         weights_key_file=key_file,
         quiet=quiet,
     )

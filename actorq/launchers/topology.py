@@ -27,8 +27,10 @@ class RoleSpec:
 
 
 def topology(config: ExperimentConfig) -> list[RoleSpec]:
-    """replay, learner, quantizer, N actors, evaluator: in start order (replay first, it is everyone's server)."""
-    roles = [RoleSpec("replay"), RoleSpec("learner"), RoleSpec("quantizer")]
+    """replay shards, learner, quantizer, N actors, evaluator: in start order (replay first, it is everyone's
+    server)."""
+    roles = [RoleSpec("replay", shard) for shard in range(config.replay.shards)]
+    roles += [RoleSpec("learner"), RoleSpec("quantizer")]
     roles += [RoleSpec("actor", i) for i in range(config.actor.num_actors)]
     roles.append(RoleSpec("evaluator"))
     return roles
@@ -57,7 +59,7 @@ def role_command(
         cmd += ["--port", str(port)]
     else:
         cmd += ["--replay-address", address]
-    if spec.role == "actor":
+    if spec.role == "actor" or (spec.role == "replay" and spec.index):  # shard 0: the one-server command
         cmd += ["--index", str(spec.index)]
     if spec.role != "replay":
         cmd += ["--weights-key-file", str(weights_key_file)] if weights_key_file else ["--insecure-weights"]

@@ -14,7 +14,9 @@ from acme import datasets as acme_datasets
 from acme.adders import reverb as acme_adders
 
 from actorq.config import ExperimentConfig
+from actorq.config.shards import split_addresses
 from actorq.replay.nstep import ChunkedTransitionWriter, NStepAdder
+from actorq.replay.shards import PriorityRouter, make_sharded_dataset
 from actorq.replay.tables import EXPERIENCE_TABLE
 
 
@@ -41,10 +43,15 @@ def make_acme_adder(
     )
 
 
-def make_dataset(address: str, config: ExperimentConfig):
-    """Acme's Reverb dataset over the experience table, batched and prefetched (a tf.data.Dataset)."""
+def make_dataset(address: str, config: ExperimentConfig, router: PriorityRouter | None = None):
+    """The learner's batched, prefetched tf.data.Dataset over the experience table: Acme's Reverb dataset for one
+    server; for several shards (``address`` lists them, comma-separated) one dataset over all of them
+    (:func:`actorq.replay.shards.make_sharded_dataset`), teaching ``router`` each batch's shard."""
+    addresses = split_addresses(address)
+    if len(addresses) > 1:
+        return make_sharded_dataset(addresses, config, router)
     return acme_datasets.make_reverb_dataset(
-        server_address=address,
+        server_address=addresses[0],
         batch_size=config.learner.batch_size,
         prefetch_size=config.learner.prefetch_size,
         table=EXPERIENCE_TABLE,

@@ -23,6 +23,7 @@ import numpy as np
 
 from actorq.actors.actor import QuantizedActor
 from actorq.config import ExperimentConfig
+from actorq.config.shards import actor_address, weights_address
 from actorq.envs import environment_spec, make_environment
 from actorq.quantize.signing import WeightsKey
 from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, wait_for_server
@@ -61,7 +62,7 @@ class ActorRole(RoleBase):
         super().__init__(config, run_dir, index=actor_id)
         self.actor_id = actor_id
         self._address, self._connect_timeout_s = address, connect_timeout_s
-        client = wait_for_server(address, timeout_s=connect_timeout_s)
+        client, weights_client = self._connect()
         self.num_envs = config.actor.envs_per_actor
         seed = env_seed(config, actor_id, 0)
         self.envs = [
@@ -71,7 +72,8 @@ class ActorRole(RoleBase):
         self.timers = Timers()
         # A restarted or resumed actor continues its own counts and weights floor (from its record on replay,
         # wherever it ran before), so run totals stay right and the rollback guard holds.
-        previous = self.open_run_state(client, weights_key, connect_timeout_s)
+        # On the weights shard (shard 0) with the run's other records: one place, whichever shard it writes to.
+        previous = self.open_run_state(weights_client, weights_key, connect_timeout_s)
         self.steps = int(previous["steps"]) if previous else 0
         self.episodes = int(previous["episodes"]) if previous else 0
         self._recorded_floor = int(previous["weights_floor"]) if previous else -1
@@ -79,7 +81,7 @@ class ActorRole(RoleBase):
             config,
             build_policy(config, batch=self.num_envs),
             make_adders(client, config, self.num_envs),
-            ReverbWeightSubscriber(client, POLICY_TABLE, only_new=True),
+            ReverbWeightSubscriber(weights_client, POLICY_TABLE, only_new=True),
             actor_id=actor_id,
             seed=seed,
             action_low=spec.action_low,
@@ -186,6 +188,19 @@ class ActorRole(RoleBase):
         self._failed_writes = 0
         return True
 
+    def _connect(self):
+        """Clients of this actor's experience shard and of the weights shard (one client when they are one server).
+
+        Raises:
+            ReplayUnreachableError: A shard did not answer within ``connect_timeout_s``.
+        """
+        experience = actor_address(self._address, self.actor_id)
+        client = wait_for_server(experience, timeout_s=self._connect_timeout_s)
+        weights = weights_address(self._address)
+        if weights == experience:
+            return client, client
+        return client, wait_for_server(weights, timeout_s=self._connect_timeout_s)
+
     def _reconnect(self, exc: Exception) -> None:
         self._failed_writes += 1
         if self._failed_writes > 3:  # a fresh writer failing too is not a connection problem
@@ -197,7 +212,7 @@ class ActorRole(RoleBase):
             (str(exc).splitlines() or [""])[0],
         )
         # raises when the budget runs out
-        client = wait_for_server(self._address, timeout_s=self._connect_timeout_s)
+        client, weights_client = self._connect()
         if self._retired is None:
             self._retired = queue.SimpleQueue()
             threading.Thread(
@@ -208,7 +223,7 @@ class ActorRole(RoleBase):
         self._retired.put(
             self.actor.reconnect(
                 make_adders(client, self.config, self.num_envs),
-                ReverbWeightSubscriber(client, POLICY_TABLE, only_new=True),
+                ReverbWeightSubscriber(weights_client, POLICY_TABLE, only_new=True),
             )
         )
         self.reconnects += 1

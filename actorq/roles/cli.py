@@ -52,9 +52,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("role", choices=ROLE_NAMES, help="which process to run")
     parser.add_argument("--config", required=True, help="the run's YAML config (RUN_DIR/config.yaml)")
     parser.add_argument("--run-dir", required=True, help="the run's directory (metrics, checkpoints, key)")
-    parser.add_argument("--replay-address", help="HOST:PORT of the replay role")
+    parser.add_argument(
+        "--replay-address",
+        help="HOST:PORT of the replay role (with replay.shards > 1: every shard's, comma-separated)",
+    )
     parser.add_argument("--port", type=int, help="replay: port to serve on (default: config or a free one)")
-    parser.add_argument("--index", type=int, default=0, help="actor: its index (sets exploration and seed)")
+    parser.add_argument(
+        "--index",
+        type=int,
+        default=0,
+        help="actor: its index (sets exploration, seed and replay shard); replay: its shard",
+    )
     parser.add_argument(
         "--connect-timeout", type=float, default=60.0, help="seconds to retry reaching replay"
     )

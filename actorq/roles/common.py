@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from actorq.config import ExperimentConfig
+from actorq.config.shards import shard_cpus
 from actorq.metrics import MetricsWriter
 from actorq.quantize.signing import WeightsKey
 from actorq.roles.health import heartbeat
@@ -171,13 +172,18 @@ class AffinityError(RuntimeError):
     """A role was given CPU cores (``affinity.<role>``) that this host does not let it use."""
 
 
-def pin_role_cpus(config: ExperimentConfig, role: str) -> tuple[int, ...]:
+def pin_role_cpus(config: ExperimentConfig, role: str, index: int = 0) -> tuple[int, ...]:
     """Restrict this process to ``affinity.<role>``'s cores (before TF/torch size their thread pools); returns them.
+
+    ``index``: the replay shard, which picks its own core from ``affinity.replay`` when there are several shards
+    (:func:`actorq.config.shards.shard_cpus`); other roles' indexes are ignored.
 
     Raises:
         AffinityError: A core that this host does not have (or does not allow this process).
     """
     cpus = tuple(getattr(config.affinity, role, ()))
+    if role == "replay":
+        cpus = shard_cpus(cpus, config.replay.shards, index)
     if not cpus:
         return ()
     allowed = sorted(os.sched_getaffinity(0))

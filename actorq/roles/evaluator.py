@@ -24,6 +24,7 @@ import numpy as np
 
 from actorq import algorithms
 from actorq.config import ExperimentConfig
+from actorq.config.shards import split_addresses, weights_address
 from actorq.envs import make_environment
 from actorq.metrics import evaluation_row
 from actorq.networks.mapping import tf_to_torch_state
@@ -64,7 +65,12 @@ class EvaluatorRole(RoleBase):
         self._key = weights_key
         if weights_key is None:
             log.warning("evaluator ACCEPTS UNSIGNED WEIGHTS (--insecure-weights)")
-        self._client = wait_for_server(address, timeout_s=connect_timeout_s)
+        self._client = wait_for_server(weights_address(address), timeout_s=connect_timeout_s)
+        # Evaluations are tagged with the inserts over every shard (one per env step the actors wrote).
+        self._shard_clients = [
+            self._client if a == weights_address(address) else wait_for_server(a, timeout_s=connect_timeout_s)
+            for a in split_addresses(address)
+        ]
         self._learner_sub = ReverbWeightSubscriber(self._client, LEARNER_WEIGHTS_TABLE)
         self._policy_sub = ReverbWeightSubscriber(self._client, POLICY_TABLE)
         # One environment per evaluation episode, stepped together with one batched forward (the kernel is
@@ -112,7 +118,7 @@ class EvaluatorRole(RoleBase):
             time.sleep(0.1)
             return
         answered, polled = self._outage.attempt(
-            lambda: (self._learner_sub.latest(), experience_inserts(self._client)[0])
+            lambda: (self._learner_sub.latest(), sum(experience_inserts(c)[0] for c in self._shard_clients))
         )
         if not answered:
             return

@@ -37,7 +37,7 @@ from actorq.roles.common import (
     stop_with_parent,
 )
 from actorq.roles.weights_key import HOW_TO_FIX, KEY_ROLES, WeightsKeyError, resolve_weights_key
-from actorq.status import ROLE_NAMES
+from actorq.status import ROLE_NAMES, role_label
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def build_role(
     if role == "replay":
         from actorq.roles.replay import ReplayRole
 
-        return ReplayRole(config, run_dir, port=port)
+        return ReplayRole(config, run_dir, port=port, shard=index)
     if address is None:
         raise ValueError(f"role {role} needs --replay-address HOST:PORT")
     if role == "learner":
@@ -106,7 +106,7 @@ class RoleHost:
         config: The run's resolved config.
         run_dir: The run directory (as this host sees it).
         address: Replay's HOST:PORT (None for replay).
-        index: Actor index.
+        index: Actor index, or replay shard.
         port: Replay's port (replay only; None: the config's, else a free one).
         connect_timeout_s: How long to retry reaching replay.
         key_file: ``--weights-key-file``: the first step of the key rule (launchers pass the run's key file).
@@ -158,7 +158,7 @@ class RoleHost:
         """
         if self.own_process:
             # Before anything below loads TensorFlow or torch, which size their thread pools by the usable cores.
-            pin_role_cpus(self.config, self.role)
+            pin_role_cpus(self.config, self.role, self.index)
             if self.role == "learner":  # before replay's import of reverb loads TensorFlow
                 apply_learner_environment(self.config)
         if self.role in KEY_ROLES:
@@ -185,8 +185,8 @@ class RoleHost:
 
     @property
     def label(self) -> str:
-        """``actor_<i>`` for actors, else the role name."""
-        return f"{self.role}_{self.index}" if self.role == "actor" else self.role
+        """``actor_<i>`` for actors, ``replay`` / ``replay_<k>`` for replay shards, else the role name."""
+        return role_label(self.role, self.index)
 
     def _loop(self) -> None:
         try:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
+from actorq.config.shards import weights_address
 from actorq.envs import make_environment
 from actorq.learners import configure_tensorflow, make_learner
 from actorq.quantize.codec import encode_message
@@ -120,7 +121,7 @@ class LearnerRole(RoleBase):
             log.warning("learner PUBLISHES UNSIGNED WEIGHTS (--insecure-weights)")
         self.gpus = configure_tensorflow(config.learner.intra_op_threads, config.learner.inter_op_threads)
         log.info("learner devices: %s", self.gpus or "CPU only")
-        client = wait_for_server(address, timeout_s=connect_timeout_s)
+        client = wait_for_server(weights_address(address), timeout_s=connect_timeout_s)
         env = make_environment(config.env, seed=config.seed)
         spec = environment_spec_for(env)
         env.close()

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from actorq.config import ExperimentConfig
+from actorq.config.shards import weights_address
 from actorq.networks.mapping import tf_to_torch_state
 from actorq.quantize.codec import WeightMessageError, decode_message, encode_message, read_header
 from actorq.quantize.signing import LEARNER_STREAM, POLICY_STREAM, TAG_BYTES, WeightsKey
@@ -58,7 +59,7 @@ class QuantizerRole(RoleBase):
             log.warning(
                 "quantizer PUBLISHES UNSIGNED WEIGHTS (--insecure-weights): actors can't tell them from forged ones"
             )
-        client = wait_for_server(address, timeout_s=connect_timeout_s)
+        client = wait_for_server(weights_address(address), timeout_s=connect_timeout_s)
         self._outage = ReplayOutage("quantizer", budget_s=connect_timeout_s)
         # Polled every poll_interval_s: only a newly inserted learner message is downloaded.
         self._source = ReverbWeightSubscriber(client, LEARNER_WEIGHTS_TABLE, only_new=True)

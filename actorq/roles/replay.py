@@ -1,4 +1,9 @@
-"""Replay role: the Reverb server holding experience, learner weights and quantized policy messages."""
+"""Replay role: a Reverb server holding experience, learner weights and quantized policy messages.
+
+With ``replay.shards`` > 1 a run has one replay role per shard (:mod:`actorq.config.shards`): shard 0 is
+``replay`` (weights and experience), shard k is ``replay_k`` (experience; its weight tables stay empty), each with its
+own port, run directory and checkpoints (``RUN_DIR/checkpoints/<label>``), which ``--resume`` restores shard by
+shard."""
 
 from __future__ import annotations
 
@@ -9,7 +14,8 @@ from pathlib import Path
 
 from actorq.config import ExperimentConfig
 from actorq.envs import make_environment
-from actorq.replay import EXPERIENCE_TABLE, make_server
+from actorq.replay import make_server
+from actorq.replay.shards import experience_counts
 from actorq.replay.tables import environment_spec_for
 from actorq.roles.common import RoleBase
 from actorq.status import ReplayStatus
@@ -18,17 +24,21 @@ log = logging.getLogger(__name__)
 
 
 class ReplayRole(RoleBase):
-    """Hosts the Reverb server; checkpoints its tables every ``checkpoint_period_s`` and on stop."""
+    """Hosts one Reverb server (shard ``shard``); checkpoints its tables every ``checkpoint_period_s`` and on stop."""
 
     name = "replay"
 
-    def __init__(self, config: ExperimentConfig, run_dir: str | Path, port: int | None = None):
-        super().__init__(config, run_dir)
+    def __init__(
+        self, config: ExperimentConfig, run_dir: str | Path, port: int | None = None, shard: int = 0
+    ):
+        # Shard 0 keeps the one-server directory name (``replay``), so one-shard runs and their resumes are as before.
+        super().__init__(config, run_dir, index=shard or None)
+        self.shard = shard
         env = make_environment(config.env, seed=config.seed)
         spec = environment_spec_for(env)
         env.close()
         period = config.learner.checkpoint_period_s
-        self._checkpoint_dir = self.run_dir / "checkpoints" / "replay" if period > 0 else None
+        self._checkpoint_dir = self.run_dir / "checkpoints" / self.dir.name if period > 0 else None
         self.server = make_server(config, spec, port=port, checkpoint_dir=self._checkpoint_dir)
         self.port = self.server.port
         self._client = self.server.localhost_client()
@@ -70,14 +80,7 @@ class ReplayRole(RoleBase):
         )
 
     def write_metrics(self) -> None:
-        info = self._client.server_info(timeout=5)
-        exp = info[EXPERIENCE_TABLE]
-        limiter = exp.rate_limiter_info
-        self._counts = {
-            "size": int(exp.current_size),
-            "inserts": int(limiter.insert_stats.completed),
-            "samples": int(limiter.sample_stats.completed),
-        }
+        self._counts = experience_counts(self._client)
         self.metrics.write(
             {"step": self._counts["inserts"], "elapsed": time.time() - self.started, **self._counts}
         )

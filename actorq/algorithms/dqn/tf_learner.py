@@ -22,8 +22,8 @@ from actorq.algorithms.dqn.tf_networks import make_network
 from actorq.config import ExperimentConfig
 from actorq.learners import AcmeLearner, CompiledOptimizer, acme_adapter
 from actorq.learners.dense import use_einsum_dense
-from actorq.replay.client import new_client
 from actorq.replay.experience import make_dataset
+from actorq.replay.shards import PriorityRouter, priority_client
 
 
 def build(
@@ -45,6 +45,9 @@ def build(
     network = make_network(spec.actions.num_values, config.network.policy_layers)
     if config.learner.einsum_dense:
         use_einsum_dense(network)
+    # Priority updates go back to the server that holds each item: with shards, a router the dataset teaches.
+    priorities = priority_client(replay_address, config) if config.replay.prioritized else None
+    router = priorities if isinstance(priorities, PriorityRouter) else None
     target = copy.deepcopy(network)
     for net in (network, target):
         tf2_utils.create_variables(net, [spec.observations])
@@ -55,10 +58,10 @@ def build(
         importance_sampling_exponent=dqn.importance_sampling_exponent,
         learning_rate=dqn.learning_rate,
         target_update_period=config.learner.target_update_period,
-        dataset=make_dataset(replay_address, config),
+        dataset=make_dataset(replay_address, config, router),
         huber_loss_parameter=dqn.huber_loss_parameter,
         # Acme's DQN learner writes |TD error| priorities back to the table after every step.
-        replay_client=new_client(replay_address) if config.replay.prioritized else None,
+        replay_client=priorities,
         counter=counter,
         logger=results,
         checkpoint=False,

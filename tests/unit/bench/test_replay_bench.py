@@ -131,3 +131,28 @@ def test_tiny_run_counts_are_the_servers(tmp_path, capsys):
     assert proj["insert_cost"] > 0 and proj["sample_cost"] > 0 and proj["actors_per_core"] > 0
     printed = capsys.readouterr().out
     assert "inserts/s" in printed and "CPU:" in printed and "per server core" in printed
+
+
+@pytest.mark.reverb
+def test_tiny_shard_run_reads_every_shard_at_the_configs_ratio(tmp_path, capsys):
+    """``--shards 1,2`` for 1 s each: two server processes behind the config's limiter; in the 2-shard block both
+    take inserts (writer w -> shard w % 2) and the sampler reads both; every confirmed write is a server insert."""
+    config = replace(tiny_config("dqn"), **{"replay.samples_per_insert": 4.0})
+    path = tmp_path / "c.yaml"
+    save_config(config, path)
+    out = tmp_path / "shards.json"
+    args = ["bench", "replay", str(path), "--shards", "1,2", "--writers", "2", "--seconds", "1"]
+    assert main([*args, "--repeats", "1", "--episode-steps", "50", "--json", str(out)]) == 0
+    assert "CPU s/1000 inserts" in capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "replay_shards" and doc["meta"]["table"]["samples_per_insert"] == 4.0
+    records = {r["shards"]: r for r in doc["records"]}
+    assert sorted(records) == [1, 2] and [row["shards"] for row in doc["summary"]] == [1, 2]
+    for shards, r in records.items():
+        assert len(r["per_shard"]) == shards
+        assert r["inserts_server"] == r["inserts_writers"] > 0  # writers flushed: all confirmed, none lost
+        assert r["samples_sampler"] > 0 and r["server_cpu_s"] > 0
+        assert all(s["inserts"] > 0 and s["samples"] > 0 and s["cpu_s"] > 0 for s in r["per_shard"])
+        assert r["server_cpu_s_per_1000_inserts"] == pytest.approx(
+            1e3 * r["server_cpu_s"] / r["inserts_server"]
+        )
