@@ -18,7 +18,8 @@ VENV_NEED_MIB := 7800
 PIP_TMP_NEED_MIB := 3700
 VENV_DISK_CHECK ?= 1
 
-.PHONY: run test test-avx2 test-fast lint format bench reproduce reproduce-cpu reproduce-qat venv clean help
+.PHONY: run test test-avx2 test-fast lint format bench reproduce reproduce-cpu reproduce-cpu-learnerbound \
+  reproduce-cpu-actorbound reproduce-cpu-subset reproduce-qat reproduce-qat-subset venv clean help
 
 help:
 	@echo "make run        train DQN (3x2048) on CartPole-v1 with int8 actors to return 195 (<= 10 min), print the summary"
@@ -28,10 +29,12 @@ help:
 	@echo "make lint       ruff check + format check"
 	@echo "make bench      quick benchmarks and the report into runs/bench (BENCH_OUT=... to choose)"
 	@echo "make reproduce  the paper's experiments (hours)"
-	@echo "make reproduce-cpu  issue 20's Table 2 on this CPU: 3 tasks x fp32/fp16/int8 x 5 seeds x 2 samples-per-insert"
-	@echo "                (~16 h, resumable); REPRODUCE_SUBSET=1: CartPole-v1 only, spi 1 (~75 min)"
+	@echo "make reproduce-cpu  Table 2 on this CPU, resumable: issue 20's learner-bound grid (reproduce-cpu-learnerbound,"
+	@echo "                ~16 h) and issue 34's actor-bound one (reproduce-cpu-actorbound: learner and actor on their own"
+	@echo "                cores, spi 0.25, ~57.5 h); REPRODUCE_SUBSET=1 or reproduce-cpu-subset: the actor-bound subset (~84 min)"
 	@echo "make reproduce-qat  QuaRL Fig. 1 analogue: fp32 vs PTQ vs QAT to convergence (resumable; ~2 CPU-hours at"
-	@echo "                QAT_SEEDS=3); QAT_SUBSET=1: PPO CartPole + DDPG Pendulum, 8 bits, 10 seeds (~65 min)"
+	@echo "                QAT_SEEDS=3); QAT_SUBSET=1 or reproduce-qat-subset: PPO CartPole + DDPG Pendulum, 8 bits,"
+	@echo "                10 seeds (~65 min)"
 
 venv: $(STAMP)
 
@@ -159,7 +162,10 @@ CPU_GRID = $(VENV)/bin/actorq experiment --precisions fp32,fp16,int8 --seeds $(C
 # The folder `actorq report` reads for task $(1): its records (CPU_RECORDS) or its experiment directory.
 cpu_task = $(if $(CPU_RECORDS),$(CPU_RECORDS)/$(1)/records,$(REPRODUCE_CPU_OUT)/$(1))
 cpu_records = $(if $(CPU_RECORDS),--records $(CPU_RECORDS)/$(1)/records)
-reproduce-cpu: $(STAMP)
+# Both grids: the learner-bound one stays as the contrast (REPRODUCE_SUBSET=1 runs only the actor-bound subset;
+# the learner-bound subset: `make reproduce-cpu-learnerbound REPRODUCE_SUBSET=1`).
+reproduce-cpu: $(if $(REPRODUCE_SUBSET),,reproduce-cpu-learnerbound) reproduce-cpu-actorbound
+reproduce-cpu-learnerbound: $(STAMP)
 	@grep -m1 'model name' /proc/cpuinfo; nproc
 	@set -u; status=0; \
 	if [ -n "$(REPRODUCE_SUBSET)" ]; then \
@@ -181,14 +187,42 @@ reproduce-cpu: $(STAMP)
 	[ $$status -eq 130 ] && { echo "interrupted: run the same make command again to resume"; exit 130; }; \
 	$(VENV)/bin/actorq report $$tasks --out $(if $(CPU_RECORDS),$(CPU_RECORDS)/report,$(REPRODUCE_CPU_OUT)/report) || exit $$?; \
 	exit $$status
+# Issue 34's Table 2 where the regime model says int8 actors must be faster, defined (cells, budgets, hours and why)
+# in $(ACTORBOUND_GRID) and run by `actorq grid`: DQN CartPole-v1 and Acrobot-v1 (3x2048) x fp32/fp16/int8 x 10
+# seeds, the learner with replay, quantizer and evaluator on core 0 and one actor on core 1, spi 0.25, at 1 env per
+# actor (the same setting for all) and at 8 (each precision's own best): 120 runs, ~57.5 h on the 2-core Zen 4 that
+# `actorq plan` timed (reports/plan-2026-11-27-zen4). Resumable: each run's record is written as it finishes, and the
+# same command skips finished runs. REPRODUCE_SUBSET=1 (`make reproduce-cpu-subset`): CartPole at 1 env, fp32 and
+# int8 x 3 seeds, 13 min per run (~84 min), into its own folders. ACTORBOUND_RECORDS=DIR keeps the records in
+# DIR/<task>/records (DIR/subset/... for the subset) and counts a run with a finished record there as done, so the
+# grid goes on across sessions from committed records:
+# `make reproduce-cpu-actorbound ACTORBOUND_RECORDS=reports/experiments/table2-actorbound`.
+ACTORBOUND_GRID ?= configs/experiments/table2-actorbound.yaml
+ACTORBOUND_OUT ?= $(REPRODUCE_CPU_OUT)/actorbound
+ACTORBOUND_RECORDS ?=
+# Where the task folders of the grid's records are (the report reads every <task>/records there).
+actorbound_records = $(or $(ACTORBOUND_RECORDS),$(ACTORBOUND_OUT))$(if $(REPRODUCE_SUBSET),/subset)
+reproduce-cpu-actorbound: $(STAMP)
+	@grep -m1 'model name' /proc/cpuinfo; nproc
+	@set -u; status=0; \
+	$(VENV)/bin/actorq grid $(ACTORBOUND_GRID) $(if $(REPRODUCE_SUBSET),--subset subset) --out $(ACTORBOUND_OUT) \
+	  $(if $(ACTORBOUND_RECORDS),--records $(ACTORBOUND_RECORDS)) || status=$$?; \
+	[ $$status -eq 130 ] && { echo "interrupted: run the same make command again to resume"; exit 130; }; \
+	tasks=$$(ls -d $(actorbound_records)/*/records 2>/dev/null); \
+	if [ -n "$$tasks" ]; then $(VENV)/bin/actorq report $$tasks --out $(actorbound_records)/report || exit $$?; fi; \
+	exit $$status
+reproduce-cpu-subset:
+	$(MAKE) reproduce-cpu-actorbound REPRODUCE_SUBSET=1
+
 # fp32 vs PTQ vs QAT to convergence (issues 22, 37): two workers (`actorq qat-study`, 1 torch thread each) on
 # disjoint pairs, then `actorq qat-report`. Resumable: each cell writes its JSON record when it finishes and a rerun
 # skips cells whose record exists (interrupt and run the same command again). Default: the committed 3-seed study in
 # reports/studies/qat_convergence (complete: only re-renders); QAT_SEEDS=10 for claims (>= 10 seeds per cell).
-# QAT_SUBSET=1: PPO CartPole (worker A) and DDPG Pendulum (worker B), 8 bits, 10 seeds, into runs/qat-subset. It fits
-# 90 min on 2 cores, estimated from the committed records' cell_seconds (mean per pair and cell kind, measured on a
-# shared 2-vCPU EPYC at load 7-43, so high): A 10 x 332 s fp32 + 10 x 60 s QAT-8 = 65 min, B 10 x 239 s + 10 x
-# 101 s = 57 min (tests/unit/studies/test_qat_reproduce.py recomputes it from these flags and the records).
+# QAT_SUBSET=1 or reproduce-qat-subset: PPO CartPole (worker A) and DDPG Pendulum (worker B), 8 bits, 10 seeds,
+# into runs/qat-subset. It fits 90 min on 2 cores, estimated from the committed records' cell_seconds (mean per
+# pair and cell kind, measured on a shared 2-vCPU EPYC at load 7-43, so high): A 10 x 332 s fp32 + 10 x 60 s QAT-8
+# = 65 min, B 10 x 239 s + 10 x 101 s = 57 min (tests/unit/studies/test_qat_reproduce.py recomputes it from these
+# flags and the records).
 QAT_SUBSET ?=
 QAT_SEEDS ?= 3
 QAT_OUT ?= $(if $(QAT_SUBSET),runs/qat-subset,reports/studies/qat_convergence)
@@ -201,6 +235,8 @@ reproduce-qat: $(STAMP)
 	OMP_NUM_THREADS=1 nice -n 10 $(VENV)/bin/actorq qat-study --out $(QAT_OUT) $(if $(QAT_SUBSET),$(QAT_SUBSET_B),$(QAT_WORKER_B)) || { kill $$pid; exit 1; }; \
 	wait $$pid
 	$(VENV)/bin/actorq qat-report $(QAT_OUT)
+reproduce-qat-subset:
+	$(MAKE) reproduce-qat QAT_SUBSET=1
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache .hypothesis

@@ -11,7 +11,7 @@ import importlib
 import logging
 import sys
 
-from actorq.launchers import experiment, train
+from actorq.launchers import experiment, grid, train
 from actorq.launchers.train import cmd_train, resolve_train_config
 from actorq.roles import cli as role_cli
 from actorq.roles.cli import cmd_role
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optional(bench, bench_sub, "actorq.bench.actors", "add_parser")
     _add_optional(bench, bench_sub, "actorq.bench.learner", "add_parser")
     _add_optional(bench, bench_sub, "actorq.bench.replay", "add_parser")
+    _add_optional(bench, bench_sub, "actorq.bench.comm", "add_parser")
     _add_optional(bench, bench_sub, "actorq.bench.ablation", "add_parser")
     _add_optional(bench, bench_sub, "actorq.bench.acme_baseline", "add_parser")
     _add_optional(bench, bench_sub, "actorq.studies.cli", "add_bench_parser")
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optional(parser, sub, "actorq.report.cli", "add_subcommands")
     _add_optional(parser, sub, "actorq.bench.plan", "add_parser")
     experiment.add_parser(sub)
+    grid.add_parser(sub)
     return parser
 
 

@@ -1,11 +1,13 @@
-"""Each role's progress as one typed status record: what launchers, supervisors and resumes read.
+"""Each role's progress as one typed status record: what launchers, supervisors and people read.
 
 A role replaces ``RUN_DIR/<label>/status.json`` atomically (write a temporary file, then ``os.replace``) every
 ``log_period_s`` and when it stops, so a reader sees the previous record or the new one, never half of one. The
 records are the contract between roles and everything that watches them: the run supervisor (stop conditions, the
-live view, summary.json), a restarted or resumed role (its counters), and placements whose roles live on other
-hosts (the Ray placement asks the role for the same record instead of reading the file). Metrics CSV and TensorBoard
-files are for people; nothing reads them to make a decision.
+live view, summary.json), and placements whose roles live on other hosts (the Ray placement asks the role for the
+same record instead of reading the file). A restarted or resumed role does not read it: the file is on the host the
+role ran on, which a restart may not be; what it resumes from is its record on the replay server
+(``actorq.replay.run_state``). Metrics CSV and TensorBoard files are for people; nothing reads them to make a
+decision.
 
 A field renamed here breaks every reader at import or in the unit tests (``tests/unit/test_status.py``), not in the
 middle of a run: records are parsed into these dataclasses and unknown, missing or mistyped fields are a
@@ -154,6 +156,11 @@ ROLE_NAMES: tuple[str, ...] = tuple(RECORDS)
 """The roles of a run (replay, learner, quantizer, actor, evaluator): the one list every module names them by."""
 
 
+def role_label(role: str, index: int = 0) -> str:
+    """A role's label, the name of its directory and records: the role name, or ``actor_<i>`` for actor i."""
+    return f"{role}_{index}" if role == "actor" else role
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
@@ -171,8 +178,8 @@ def to_dict(record: RoleStatus) -> dict[str, Any]:
 FIX_HINT = (
     "status records are written whole by actorq.status.write_status; a record missing or mistyping a field "
     "comes from another ActorQ version (or a writer that bypasses write_status): run every role of the run with "
-    "this version, or, to resume a run directory written by another version, delete that role's status.json "
-    "(the role then starts its counters at zero)"
+    "this version, or, to watch a run directory written by another version, delete that role's status.json "
+    "(roles resume from their records on replay, never from this file: deleting it loses nothing they need)"
 )
 """What to do about a record that does not parse (the end of every :class:`StatusError` about its fields)."""
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
@@ -33,14 +33,23 @@ class BenchWorker:
         argv: The module and its arguments.
         log_path: Its stderr (appended to).
         env: Its environment.
+        prefix: A command that runs it, e.g. ``["ip", "netns", "exec", NS]`` (it must exec the worker, so that
+            the pid owned is the worker's).
     """
 
-    def __init__(self, label: str, argv: list[str], log_path: Path, env: dict[str, str]):
+    def __init__(
+        self,
+        label: str,
+        argv: list[str],
+        log_path: Path,
+        env: dict[str, str],
+        prefix: Sequence[str] = (),
+    ):
         self.label = label
         self.log_path = log_path
         with log_path.open("ab") as logf:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", *argv],
+                [*prefix, sys.executable, "-m", *argv],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=logf,

@@ -7,6 +7,7 @@ dataclasses and choices checked against are :mod:`actorq.config.schema`.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import math
 import re
@@ -254,8 +255,27 @@ def _validate_ray(config: ExperimentConfig) -> None:
             f"ray.address={ray.address!r} is not a Ray address: give HOST:PORT of the head's GCS (e.g. "
             "10.0.0.5:6379; Ray Client's ray:// is not supported), auto, or leave it empty to start a local cluster"
         )
+    try:
+        bind = ipaddress.ip_address(ray.bind)
+    except ValueError:
+        raise ConfigError(
+            f"ray.bind={ray.bind!r} is not an IP address: give one of this host's addresses (127.0.0.1 keeps a "
+            "local cluster on this box)"
+        ) from None
+    if bind.is_unspecified:
+        raise ConfigError(
+            f"ray.bind={ray.bind!r} means every interface, and Ray 2.48 has no authentication: give one of this "
+            "host's addresses (127.0.0.1 keeps a local cluster on this box)"
+        )
+    if not 0 < ray.connect_timeout_s <= MAX_RAY_CONNECT_TIMEOUT_S:
+        raise ConfigError(
+            f"ray.connect_timeout_s={ray.connect_timeout_s!r} must be > 0 and <= {MAX_RAY_CONNECT_TIMEOUT_S:g} "
+            "seconds (default 15)"
+        )
 
 
+MAX_RAY_CONNECT_TIMEOUT_S = 600.0
+"""Longest ``ray.connect_timeout_s``: a head that has not answered in ten minutes is not coming."""
 _RAY_BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 
 

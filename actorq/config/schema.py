@@ -189,6 +189,13 @@ class RayConfig:
     """Times Ray restarts a dead actor, quantizer or evaluator (on any node that fits) before the run fails."""
     temp_dir: str = ""
     """Ray's session directory for a local cluster the run starts; empty: Ray's default (/tmp/ray)."""
+    bind: str = "127.0.0.1"
+    """IP address a local cluster the run starts listens on (its node IP). 127.0.0.1, the default, keeps every Ray
+    server on loopback; for any other address Ray 2.48 advertises it but listens on every interface (Ray has no
+    authentication: firewall the others). Not used when joining a cluster. ``actorq train --ray-bind`` sets it."""
+    connect_timeout_s: float = 15.0
+    """Seconds a run waits for the Ray head at ``ray.address`` to answer before it fails (exit 2) naming why:
+    connection refused, timed out, or not a Ray head. ``actorq train --ray-connect-timeout-s`` sets it."""
 
 
 @dataclass(frozen=True)

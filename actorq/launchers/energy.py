@@ -66,6 +66,22 @@ def _rusage_seconds(who: int) -> float:
     return float(usage.ru_utime + usage.ru_stime)
 
 
+def settle_import_hooks() -> None:
+    """Import ``distutils`` here, in the calling thread, before the meter's thread imports codecarbon.
+
+    setuptools' ``_distutils_hack`` (a ``sys.meta_path`` finder every venv with setuptools installs) answers the
+    first ``import distutils`` by importing ``setuptools._distutils`` from inside its ``find_spec``, and Python 3.10
+    calls ``find_spec`` holding the global import lock. Reverb imports distutils as the first role is built; when
+    the meter's thread was importing codecarbon (``dataclasses`` -> ``inspect`` -> ``dis``) at that moment, the
+    main thread held the global lock and waited for ``inspect``'s module lock, which the meter's thread held while
+    it waited for the global lock: both threads blocked in futex waits for good, and the run never started (seen
+    once in 3 in-process runs on a loaded machine; reproduced with those imports racing, 1 hang in 3 tries).
+    Python's deadlock detection covers module locks only. Once ``distutils`` is imported the finder imports
+    nothing again, so the race is gone whatever the threads import afterwards.
+    """
+    import distutils  # noqa: F401  (setuptools' shim or the stdlib's: either settles the finder)
+
+
 class _Codecarbon:
     """codecarbon's offline tracker, silenced and failure-tolerant."""
 
@@ -207,6 +223,7 @@ class EnergyMeter:
             self._writer = MetricsWriter(self.run_dir / "energy", tensorboard=False)
         except OSError as exc:
             log.warning("cannot write energy samples: %s", exc)
+        settle_import_hooks()
         self._thread = threading.Thread(target=self._loop, name="energy-meter", daemon=True)
         self._thread.start()
         return self

@@ -42,6 +42,7 @@ from actorq.config.loading import to_dict
 from actorq.launchers.orchestration import (
     EXIT_INTERRUPTED,
     LOGS_DIR,
+    RUN_OVERHEAD_MIN,
     PlannedRun,
     RunProcess,
     add_plan_arguments,
@@ -196,8 +197,8 @@ class Experiment:
             )
             sys.stdout.write(f"{done} of {len(self.runs)} runs already finished in {where}: skipping them\n")
         minutes = self.args.max_minutes if self.args.max_minutes is not None else self.args.config_max_minutes
-        if todo and minutes:  # + ~1 min per run to start and stop its processes
-            hours = len(todo) * (minutes + 1.0) / 60
+        if todo and minutes:
+            hours = len(todo) * (minutes + RUN_OVERHEAD_MIN) / 60
             sys.stdout.write(
                 f"{len(todo)} runs to go: at most ~{hours:.1f} h ({minutes:g} min budget each)\n"
             )

@@ -1,7 +1,8 @@
 """The ``ray`` placement: every role a Ray actor on a cluster (``actorq train --launcher ray``).
 
-:meth:`RayPlacement.open` joins ``ray.address`` (``--ray-address``, else ``$RAY_ADDRESS``) or starts a local cluster
-that :meth:`RayPlacement.close` stops. Each role is one :class:`~actorq.launchers.ray_role.RoleActor` with declared
+:meth:`RayPlacement.open` joins ``ray.address`` (``--ray-address``, else ``$RAY_ADDRESS``) once its head answers
+(:func:`~actorq.launchers.ray_connect.probe_cluster`), or starts a local cluster listening on ``ray.bind`` (loopback
+by default) that :meth:`RayPlacement.close` stops. Each role is one :class:`~actorq.launchers.ray_role.RoleActor` with declared
 resources: the learner 1 CPU plus ``ray.learner_gpus`` GPUs, each actor ``actor.threads`` CPUs, replay, quantizer
 and evaluator none (they mostly wait). When some node advertises ``ray.learner_resource`` (``learner_host``),
 replay, learner, quantizer and evaluator ask a sliver of it and so land on such nodes; actors likewise on
@@ -9,8 +10,9 @@ replay, learner, quantizer and evaluator ask a sliver of it and so land on such 
 
 Ray restarts actors, the quantizer and the evaluator (``ray.max_restarts``) on any node that fits; replay and the
 learner are never restarted (a dead one ends the run, as with the local launcher's learner; continue it with
-``actorq train --resume``). Restarts are read from Ray's actor table (and pid changes), so ``summary.json`` counts
-them as the local launcher counts its own. Stopping kills every actor this placement made (``no_restart``) and
+``actorq train --resume``). Restarts are the starts each role actor records itself
+(:mod:`~actorq.launchers.ray_starts`), or the worker pid changes seen when more, so ``summary.json`` counts them as
+the local launcher counts its own; when the start log cannot be read, summary.json says the count is unknown. Stopping kills every actor this placement made (``no_restart``) and
 shuts down a cluster it started: nothing of the run is left.
 
 Ray is imported only here and in the role actors, lazily: ``import actorq.launchers`` works without it.
@@ -22,13 +24,21 @@ import logging
 import os
 import signal
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from actorq.config import to_dict
 from actorq.launchers.placement import Placement, RunContext
+from actorq.launchers.ray_connect import (
+    RayLauncherError,
+    RayUnreachableError,
+    import_ray,
+    join_address,
+    local_cluster_options,
+    probe_cluster,
+)
+from actorq.launchers.ray_starts import StartCounts
 from actorq.launchers.topology import RoleSpec
 from actorq.roles.common import EXIT_FAILED, learner_environment
 from actorq.roles.weights_key import describe, load_key_file
@@ -52,24 +62,6 @@ CALL_TIMEOUT_S = 10.0
 STATUS_WAIT_S = 0.05
 """How long :meth:`RayPlacement.status` waits for a role's answer to a new question (a live role answers in about a
 millisecond) before returning the last record it has."""
-TABLE_POLL_S = 1.0
-"""How often restarts are read from Ray's actor table per role."""
-
-
-class RayLauncherError(RuntimeError):
-    """Ray is missing, or the cluster cannot be joined or started; the message says how to fix it."""
-
-
-def import_ray():
-    """The ``ray`` module, or a clear error naming the extra to install."""
-    try:
-        import ray
-    except ImportError:
-        raise RayLauncherError(
-            "--launcher ray needs Ray: pip install 'actorq[ray]' (ray==2.48.0, the newest that works with "
-            "protobuf 3.19.6)"
-        ) from None
-    return ray
 
 
 @dataclass
@@ -85,8 +77,6 @@ class _Role:
     last: RoleStatus | None = None
     where: dict[str, Any] | None = None
     pids: tuple[int, ...] = ()
-    table_restarts: int = 0
-    table_read: float = 0.0
 
 
 class RayPlacement(Placement):
@@ -102,6 +92,7 @@ class RayPlacement(Placement):
         self.cluster_address = ""
         self._actor_class = None
         self._placing: dict[str, dict[str, float]] = {}
+        self._starts: StartCounts | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -112,7 +103,7 @@ class RayPlacement(Placement):
         """
         ray = self.ray = import_ray()
         config = self.run.config
-        address = config.ray.address or os.environ.get("RAY_ADDRESS", "")
+        address = join_address(config.ray.address)
         # The driver's and the roles' logs stay in their files; Ray streaming worker output here would interleave
         # with the live view.
         common = {"log_to_driver": False, "namespace": f"actorq-{os.getpid()}"}
@@ -120,6 +111,8 @@ class RayPlacement(Placement):
         sigterm = signal.getsignal(signal.SIGTERM)
         try:
             if address:
+                # ray.init retries a silent or wrong address for minutes: ask the head first, with a deadline.
+                address = probe_cluster(address, config.ray.connect_timeout_s)
                 log.info("joining the Ray cluster at %s", address)
                 context = ray.init(address=address, **common)
             else:
@@ -129,13 +122,15 @@ class RayPlacement(Placement):
                     # "local": a new cluster even when another runs on this host (no address would join that)
                     address="local",
                     num_cpus=max(os.cpu_count() or 1, needed),
-                    include_dashboard=False,
                     object_store_memory=LOCAL_OBJECT_STORE_BYTES,
                     _temp_dir=temp_dir,
+                    **local_cluster_options(config.ray.bind),
                     **common,
                 )
                 self.started_cluster = True
-                log.info("started a local Ray cluster for this run")
+                log.info("started a local Ray cluster for this run, node IP %s", config.ray.bind)
+        except RayUnreachableError:
+            raise
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise RayLauncherError(
                 f"cannot {'join the Ray cluster at ' + address if address else 'start a local Ray cluster'}: "
@@ -147,6 +142,7 @@ class RayPlacement(Placement):
         self.cluster_address = getattr(context, "address_info", {}).get("gcs_address", address)
         self._actor_class = ray.remote(_role_actor_class())
         self._placing = self._placement_resources()
+        self._starts = StartCounts(ray)
 
     def _placement_resources(self) -> dict[str, dict[str, float]]:
         """Custom resources each side asks, for the placement resources some node of the cluster advertises."""
@@ -256,13 +252,10 @@ class RayPlacement(Placement):
         return signing
 
     def restarts(self, label: str) -> int:
-        """Ray's restart count of the role's actor (its actor table), or the pid changes seen, whichever is more."""
-        role = self.roles[label]
-        now = time.monotonic()
-        if now - role.table_read >= TABLE_POLL_S:
-            role.table_read = now
-            role.table_restarts = max(role.table_restarts, _table_restarts(self.ray, role.actor_id))
-        return max(role.table_restarts, max(len(role.pids) - 1, 0))
+        """Restarts of the role's actor: the starts it recorded itself less one, or the pid changes seen, whichever
+        is more (while the start log cannot be read, only the latter: a lower bound, flagged in the summary)."""
+        logged = self._starts.restarts(label, poll=self.ray is not None) if self._starts else 0
+        return max(logged, max(len(self.roles[label].pids) - 1, 0))
 
     def stop(self, labels: list[str], grace_s: float) -> dict[str, int | None]:
         ray = self.ray
@@ -306,6 +299,8 @@ class RayPlacement(Placement):
         ray = self.ray
         if ray is None:
             return
+        if self._starts is not None:
+            self._starts.close()  # reads the last starts (for the summary), then kills the log
         for role in self.roles.values():
             try:
                 ray.kill(role.handle, no_restart=True)
@@ -373,28 +368,25 @@ class RayPlacement(Placement):
         return self.run.run_dir / "logs" / f"{label}.log"
 
     def summary_extra(self) -> dict[str, Any]:
-        return {
-            "ray": {
-                "cluster": self.cluster_address,
-                "started_cluster": self.started_cluster,
-                "nodes": {label: dict(role.where) for label, role in self.roles.items() if role.where},
-            }
+        ray_summary: dict[str, Any] = {
+            "cluster": self.cluster_address,
+            "started_cluster": self.started_cluster,
+            "nodes": {label: dict(role.where) for label, role in self.roles.items() if role.where},
         }
+        if self._starts is not None:
+            # A role starts by recording itself, before it can answer: fewer starts than worker pids seen means the
+            # log missed some. Either way the restart counts are then the pid changes seen, a lower bound.
+            counts = self._starts.counts
+            missed = [label for label, role in self.roles.items() if len(role.pids) > counts.get(label, 0)]
+            unknown = self._starts.unknown or (
+                f"the start log missed starts of {', '.join(missed)}" if missed else ""
+            )
+            if unknown:
+                ray_summary["restarts_unknown"] = unknown
+        return {"ray": ray_summary}
 
 
 def _role_actor_class():
     from actorq.launchers.ray_role import RoleActor
 
     return RoleActor
-
-
-def _table_restarts(ray: Any, actor_id: str) -> int:
-    """Restarts of an actor in Ray's actor table (GCS); 0 when it cannot be read."""
-    try:
-        # ray.util.state needs the dashboard, which a run's local cluster leaves off; the GCS actor table does not
-        # (ray is pinned to 2.48.0, whose table has this field).
-        entry = ray._private.state.actors(actor_id=actor_id)
-        return int(entry.get("NumRestarts", 0))
-    except Exception as exc:
-        log.debug("actor table for %s: %s", actor_id, exc)
-        return 0

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from actorq.config import config_from_dict
+from actorq.launchers.ray_starts import record_start
 from actorq.roles import RoleHost
 from actorq.roles.common import EXIT_FAILED
 from actorq.roles.weights_key import describe
@@ -82,6 +83,7 @@ class RoleActor:
         self.label = label
         self.run_dir = Path(run_dir)
         _log_to_file(self.run_dir / "logs" / f"{label}.log")
+        record_start(label)  # first: a restart that dies while building its role still counts
         self.host = RoleHost(
             role,
             config_from_dict(config_data),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
+from actorq.status import role_label
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class RoleSpec:
 
     @property
     def label(self) -> str:
-        return f"{self.role}_{self.index}" if self.role == "actor" else self.role
+        return role_label(self.role, self.index)
 
 
 def topology(config: ExperimentConfig) -> list[RoleSpec]:

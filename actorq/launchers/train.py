@@ -9,8 +9,10 @@ resumed run's own). ``actorq experiment`` and ``actorq bench acme-baseline`` sta
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -42,6 +44,8 @@ TRAIN_FLAGS = (
     ConfigFlag("--target-return", "target_return"),
     ConfigFlag("--seed", "seed"),
     ConfigFlag("--ray-address", "ray.address"),
+    ConfigFlag("--ray-bind", "ray.bind"),
+    ConfigFlag("--ray-connect-timeout-s", "ray.connect_timeout_s"),
 )
 """``actorq train``'s convenience flags: each sets one config key; type and help come from the config field."""
 
@@ -117,15 +121,23 @@ def planned_config(argv: list[str]) -> ExperimentConfig:
 def cmd_train(args: argparse.Namespace) -> int:
     """Resolve and save the config, then run the configured launcher; returns its exit status."""
     config, run_dir = resolve_train_config(args)
+    check_cluster(config)
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "config.yaml"
     save_config(config, config_path)
     sys.stdout.write(f"run directory: {run_dir}\n")
     if args.weights_key_file and args.insecure_weights:
         raise CliError("--weights-key-file and --insecure-weights contradict each other: pass one of them")
-    if args.stop_with_parent is not None:
-        from actorq.roles.common import stop_with_parent
+    from actorq.launchers.orchestration import RUN_EXIT_DEADLINE_S
+    from actorq.roles.common import exit_after_stop_signal, stop_with_parent
 
+    # A run asked to stop ends within the deadline even if it is stuck where no Python handler runs; and
+    # `kill -USR1 <pid>` prints every thread's stack to its log (a C handler: works in a stuck process too).
+    exit_after_stop_signal(RUN_EXIT_DEADLINE_S)
+    # The process's own stderr (fd 2), not sys.stderr: a caller may have replaced that with an object with no fd
+    # (pytest's capture when a test calls the CLI in-process), and faulthandler's C handler needs one.
+    faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
+    if args.stop_with_parent is not None:
         stop_with_parent(args.stop_with_parent, parent="parent process", this="run")
     return launch(
         config,
@@ -135,6 +147,22 @@ def cmd_train(args: argparse.Namespace) -> int:
         insecure_weights=args.insecure_weights,
         weights_key_file=args.weights_key_file,
     )
+
+
+def check_cluster(config: ExperimentConfig) -> None:
+    """A Ray cluster the run would join answers within ``ray.connect_timeout_s``, before anything is made or
+    started (else an ``error:`` line naming the cause, exit 2); nothing to check for the other launchers."""
+    if config.launcher != "ray":
+        return
+    from actorq.launchers.ray_connect import RayLauncherError, import_ray, join_address, probe_cluster
+
+    address = join_address(config.ray.address)
+    if address:
+        try:
+            import_ray()
+            probe_cluster(address, config.ray.connect_timeout_s)
+        except RayLauncherError as exc:
+            raise CliError(str(exc)) from None
 
 
 PLACEMENTS = {

@@ -5,8 +5,10 @@ Replay faults: a write that blocks (replay restarting, link cut, rate limiter) i
 reconnect (bounded by ``connect_timeout_s``) and start a new episode. Weight pulls that fail leave the current
 weights in place; ``weights_age_s`` in the metrics says how stale they are.
 
-Weights are authenticated with the run's key; the last installed version is kept in
-``RUN_DIR/actor_<i>/weights_version.json`` so that a restarted actor never goes back below it.
+Weights are authenticated with the run's key. The actor's resume record (steps, episodes, and the last installed
+weights version, the floor a restarted actor never goes below) is kept on the replay server
+(:mod:`actorq.replay.run_state`), stored at every report and whenever the floor rises, so an actor restarted on
+another host, without its old run directory, continues where it was.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from actorq.quantize.signing import WeightsKey
 from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, wait_for_server
 from actorq.replay.experience import make_adders
 from actorq.replay.retry import REPLAY_ERRORS, replay_call
-from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
+from actorq.roles.common import RoleBase, StallWatchdog
 from actorq.roles.policy import build_policy, write_kernel_record
 from actorq.status import ActorStatus
 from actorq.timers import BREAKDOWN_COMPONENTS, Timers
@@ -67,9 +69,12 @@ class ActorRole(RoleBase):
         ]
         spec = environment_spec(config.env)
         self.timers = Timers()
-        installed = VersionRecord(
-            self.dir / "weights_version.json", weights_key.run_id_hex if weights_key else ""
-        )
+        # A restarted or resumed actor continues its own counts and weights floor (from its record on replay,
+        # wherever it ran before), so run totals stay right and the rollback guard holds.
+        previous = self.open_run_state(client, weights_key, connect_timeout_s)
+        self.steps = int(previous["steps"]) if previous else 0
+        self.episodes = int(previous["episodes"]) if previous else 0
+        self._recorded_floor = int(previous["weights_floor"]) if previous else -1
         self.actor = QuantizedActor(
             config,
             build_policy(config, batch=self.num_envs),
@@ -81,9 +86,9 @@ class ActorRole(RoleBase):
             action_high=spec.action_high,
             timers=self.timers,
             key=weights_key,
-            on_install=installed.write,
+            on_install=self._installed,
         )
-        self.actor.weights.floor = installed.read()
+        self.actor.weights.floor = self._recorded_floor
         if self.actor.weights.floor >= 0:
             log.info(
                 "actor %d: restarted; never installs weights below v%d", actor_id, self.actor.weights.floor
@@ -95,10 +100,6 @@ class ActorRole(RoleBase):
                 actor_id,
                 address,
             )
-        # A restarted or resumed actor continues its own counts (from its status record), so run totals stay right.
-        previous = self.previous_status()
-        self.steps = previous.step if isinstance(previous, ActorStatus) else 0
-        self.episodes = previous.episodes if isinstance(previous, ActorStatus) else 0
         self._rate = 0.0
         self._returns = [0.0] * self.num_envs
         self.last_return: float | None = None
@@ -119,6 +120,23 @@ class ActorRole(RoleBase):
             np.round(self.actor.exploration, 3).tolist(),
         )
         write_kernel_record(self.dir, policy)
+
+    resume_schema = {"steps": (np.int64, 0), "episodes": (np.int64, 0), "weights_floor": (np.int64, 0)}
+
+    def resume_values(self) -> dict[str, np.ndarray]:
+        weights = self.actor.weights
+        return {
+            "steps": np.int64(self.steps),
+            "episodes": np.int64(self.episodes),
+            "weights_floor": np.int64(max(weights.version, weights.floor)),
+        }
+
+    def _installed(self, version: int) -> None:
+        """Store the record at once when the floor rises, so a restart never accepts a version below it (a
+        reinstall of the same version, as ``actorq bench actors --fresh`` does, stores nothing)."""
+        if version > self._recorded_floor:
+            self._recorded_floor = version
+            self.save_run_state()
 
     @property
     def env(self):

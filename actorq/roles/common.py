@@ -12,12 +12,19 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from actorq.config import ExperimentConfig
 from actorq.metrics import MetricsWriter
+from actorq.quantize.signing import WeightsKey
 from actorq.roles.health import heartbeat
-from actorq.status import RoleStatus, read_status, write_status
+from actorq.status import RoleStatus, write_status
 from actorq.usage import CHILD_ENV
+
+if TYPE_CHECKING:  # importing replay loads Reverb and TensorFlow: not before a role has set their environment
+    import numpy as np
+
+    from actorq.replay.run_state import RunStateStore, Schema
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +58,52 @@ def install_stop_handlers(stop: threading.Event) -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+
+
+_exit_watch: threading.Thread | None = None
+"""The thread :func:`exit_after_stop_signal` started in this process, if any."""
+
+
+def exit_after_stop_signal(deadline_s: float) -> threading.Thread | None:
+    """Once SIGTERM or SIGINT arrives, exit ``deadline_s`` later (status 1, every thread's stack dumped to stderr)
+    unless the process has ended by then, even when its main thread never returns to Python.
+
+    A Python signal handler runs only when the main thread executes bytecode: a main thread blocked in a native
+    wait (an import-lock deadlock, a native call that never returns) never runs it, and a handler that only sets
+    a flag (the supervisor's) is not acted on while the run is still starting. The C-level handler still writes
+    the signal's number to the wakeup fd, so a daemon thread reading it arms faulthandler's watchdog (a C thread
+    that needs no GIL). Signals with Python handlers only: SIGINT by default, SIGTERM once the supervisor's is
+    in (before that, SIGTERM's default action ends the process at once). Call it from the main thread of a
+    process that is not shared with others (``actorq train``; not a test process running a launcher in-process).
+
+    Returns:
+        The watching (daemon) thread, or None when not called from the main thread (nothing is armed).
+    """
+    global _exit_watch
+    if threading.current_thread() is not threading.main_thread():
+        log.warning("exit_after_stop_signal: not the main thread; no exit deadline armed")
+        return None
+    if _exit_watch is not None and _exit_watch.is_alive():
+        return _exit_watch  # armed once per process: a second call (a CLI run in-process again) would leak a pipe
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)  # the C handler must never block
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    stops = {int(signal.SIGTERM), int(signal.SIGINT)}
+
+    def watch() -> None:
+        got: set[int] = set()
+        while not got:
+            data = os.read(read_fd, 64)
+            if not data:  # the pipe closed: nothing can arrive any more
+                return
+            got = stops & set(data)
+        name = signal.Signals(min(got)).name
+        log.warning("%s: this process exits in %.0f s if it has not ended by then", name, deadline_s)
+        faulthandler.dump_traceback_later(deadline_s, exit=True)
+
+    _exit_watch = threading.Thread(target=watch, name="exit-after-stop-signal", daemon=True)
+    _exit_watch.start()
+    return _exit_watch
 
 
 PARENT_POLL_S = 1.0
@@ -165,6 +218,9 @@ class RoleBase:
     name = "role"
     own_process = False
     """True when this role is alone in its process (set by :class:`actorq.roles.host.RoleHost`)."""
+    resume_schema: Schema = {}  # noqa: RUF012  (read-only: roles replace it, never mutate it)
+    """The fields of the role's resume record (:mod:`actorq.replay.run_state`); empty for roles that keep none."""
+    _run_state: RunStateStore | None = None
 
     def __init__(self, config: ExperimentConfig, run_dir: str | Path, index: int | None = None):
         self.config = config
@@ -193,13 +249,36 @@ class RoleBase:
             "cpu_s": time.process_time() if self.own_process else None,
         }
 
-    def previous_status(self) -> RoleStatus | None:
-        """The record this role's directory holds from an earlier process of the same run (restart, resume)."""
-        return read_status(self.dir)
+    def open_run_state(
+        self, client, weights_key: WeightsKey | None, budget_s: float
+    ) -> dict[str, np.ndarray] | None:
+        """Find this role's resume record on the replay server (``client``'s): what an earlier process of the run
+        left, on whichever host it ran (restart, resume), or None (a new run). From here on :meth:`publish_status`
+        stores :meth:`resume_values` there too.
+
+        Raises:
+            RunStateError: A record that is not this role's kind (another ActorQ version wrote it).
+            ReplayUnreachableError: Replay did not answer within ``budget_s``.
+        """
+        from actorq.replay.run_state import RunStateStore
+
+        self._run_state = RunStateStore(client, self.dir.name, weights_key.run_id_hex if weights_key else "")
+        return self._run_state.resume(self.resume_schema, budget_s)
+
+    def resume_values(self) -> dict[str, np.ndarray]:
+        """The fields of :attr:`resume_schema` now (roles that resume override)."""
+        raise NotImplementedError
+
+    def save_run_state(self) -> None:
+        """Store :meth:`resume_values` on replay (once :meth:`open_run_state` ran; a failed write is logged)."""
+        if self._run_state is not None:
+            self._run_state.write(self.resume_values())
 
     def publish_status(self) -> None:
-        """Replace ``status.json`` with :meth:`status_record`: what supervisors and restarts read."""
+        """Replace ``status.json`` with :meth:`status_record` (what supervisors and people read) and store the resume
+        record on replay (what a restarted role reads, on any host)."""
         write_status(self.dir, self.status_record())
+        self.save_run_state()
 
     def report(self) -> None:
         """One metrics row (for people), the status record (for the supervisor) and, in a container, the heartbeat

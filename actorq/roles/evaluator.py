@@ -8,6 +8,9 @@ Both kinds of weights are authenticated with the run's key before they are decod
 and counted (``rejected_messages``), and the evaluation waits for the next period. Learner weights older (by
 version) than the ones last evaluated are skipped: a replayed older message, or a replay table restored from its
 checkpoint.
+
+A restarted evaluator keeps the run's evaluations so far: its history is its resume record on the replay server
+(:mod:`actorq.replay.run_state`), stored after every evaluation, so it holds on whichever host it restarts.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from actorq.replay import (
     wait_for_server,
 )
 from actorq.replay.retry import ReplayOutage
+from actorq.replay.run_state import FIX_HINT, RunStateError
 from actorq.roles.common import Periodic, RoleBase
 from actorq.roles.policy import build_policy, greedy_episodes
 from actorq.status import Evaluation, EvaluatorStatus
@@ -82,10 +86,21 @@ class EvaluatorRole(RoleBase):
         self.rejected = 0
         self._learner_version = -1  # of the last learner weights evaluated
         self.best_return: float | None = None
-        previous = self.previous_status()  # a restarted evaluator keeps the run's evaluations so far
-        self.history: list[Evaluation] = (
-            list(previous.evaluations) if isinstance(previous, EvaluatorStatus) else []
-        )
+        previous = self.open_run_state(self._client, weights_key, connect_timeout_s)
+        self.history: list[Evaluation] = history_from_record(previous) if previous else []
+
+    resume_schema = {
+        "time": (np.float64, 1),
+        "learner_step": (np.int64, 1),
+        "actor_steps": (np.int64, 1),
+        "eval_return": (np.float64, 1),
+    }
+
+    def resume_values(self) -> dict[str, np.ndarray]:
+        return {
+            name: np.array([getattr(e, name) for e in self.history], dtype=dtype)
+            for name, (dtype, _) in self.resume_schema.items()
+        }
 
     @property
     def replay_errors(self) -> int:
@@ -190,3 +205,20 @@ class EvaluatorRole(RoleBase):
         finally:
             for env in self._envs:
                 env.close()
+
+
+def history_from_record(record: dict[str, np.ndarray]) -> list[Evaluation]:
+    """The evaluations in a resume record (its columns, one entry per evaluation).
+
+    Raises:
+        RunStateError: Columns of different lengths.
+    """
+    lengths = {name: len(column) for name, column in record.items()}
+    if len(set(lengths.values())) > 1:
+        raise RunStateError(f"evaluator resume record: columns of different lengths {lengths}; {FIX_HINT}")
+    return [
+        Evaluation(time=float(t), learner_step=int(step), actor_steps=int(inserts), eval_return=float(ret))
+        for t, step, inserts, ret in zip(
+            record["time"], record["learner_step"], record["actor_steps"], record["eval_return"], strict=True
+        )
+    ]

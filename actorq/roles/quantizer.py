@@ -1,9 +1,9 @@
 """Parameter-quantizer role: learner fp32 weights -> torch state dict -> actor precision / wire bits -> actors.
 
 Versions keep increasing across restarts: a restarted quantizer continues above both the version of the message
-already in the policy table and the last version its own metrics recorded (the table may have been restored from an
-older replay checkpoint), and the last version it published (``RUN_DIR/quantizer/published_version.json``, written
-on every publish). Learner messages are authenticated with the run's key before they are decoded, and every
+already in the policy table and the last version it published, from its resume record on the replay server
+(:mod:`actorq.replay.run_state`, stored on every publish, so it holds on whichever host the quantizer restarts).
+Learner messages are authenticated with the run's key before they are decoded, and every
 message published is signed with it. A restarted quantizer also ignores learner messages older (by version) than
 the last one it quantized (same record), so replaying an old signed learner message at its restart can't roll
 actors back; a resumed learner's messages are newer (its versions continue above its last published ones). While replay is unreachable (restarting, link down) it keeps polling with backoff; after
@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+
+import numpy as np
 
 from actorq.config import ExperimentConfig
 from actorq.networks.mapping import tf_to_torch_state
@@ -28,7 +30,7 @@ from actorq.replay import (
     wait_for_server,
 )
 from actorq.replay.retry import REPLAY_ERRORS, ReplayOutage
-from actorq.roles.common import RoleBase, VersionRecord
+from actorq.roles.common import RoleBase
 from actorq.status import QuantizerStatus
 
 log = logging.getLogger(__name__)
@@ -51,9 +53,6 @@ class QuantizerRole(RoleBase):
         """``weights_key``: the run's key; None (``--insecure-weights`` only) reads and publishes unsigned."""
         super().__init__(config, run_dir)
         self._key = weights_key
-        self._published = VersionRecord(
-            self.dir / "published_version.json", weights_key.run_id_hex if weights_key else ""
-        )
         self._handled_tag = b""  # tag of the last learner message handled: polling it again costs no HMAC
         if weights_key is None:
             log.warning(
@@ -66,20 +65,27 @@ class QuantizerRole(RoleBase):
         self._sink = ReverbWeightPublisher(client, POLICY_TABLE)
         self._policy_sub = ReverbWeightSubscriber(client, POLICY_TABLE)
         self._layers = tuple(config.network.policy_layers)
-        self.version = self._resume_version()
+        previous = self.open_run_state(client, weights_key, connect_timeout_s)
+        # The learner version of the last message quantized (kept in the record; -1: none yet).
+        self._quantized_learner_version = int(previous["learner_version"]) if previous else -1
+        self.version = self._resume_version(int(previous["version"]) if previous else 0)
         self.learner_step = -1
         # Strictly older learner messages are refused after a restart; the one it quantized last may come again.
-        self.learner_version = self._published.read("learner_version") - 1
+        self.learner_version = self._quantized_learner_version - 1
         self.times = {"convert_ms": 0.0, "quantize_ms": 0.0, "publish_ms": 0.0}
         self.message_bytes = 0
         self.published = 0
         self.rejected = 0
 
-    def _resume_version(self) -> int:
-        previous = self.previous_status()
-        recorded = max(
-            previous.version if isinstance(previous, QuantizerStatus) else 0, self._published.read()
-        )
+    resume_schema = {"version": (np.int64, 0), "learner_version": (np.int64, 0)}
+
+    def resume_values(self) -> dict[str, np.ndarray]:
+        return {
+            "version": np.int64(self.version),
+            "learner_version": np.int64(self._quantized_learner_version),
+        }
+
+    def _resume_version(self, recorded: int) -> int:
         in_table = 0
         try:
             buf = self._policy_sub.latest()
@@ -90,7 +96,7 @@ class QuantizerRole(RoleBase):
         version = max(in_table, recorded)
         if version:
             log.info(
-                "continuing versions above v%d (policy table v%d, metrics/record v%d)",
+                "continuing versions above v%d (policy table v%d, resume record v%d)",
                 version,
                 in_table,
                 recorded,
@@ -151,10 +157,10 @@ class QuantizerRole(RoleBase):
         t2 = time.perf_counter()
         self._sink.publish(message)
         t3 = time.perf_counter()
-        self._published.write(self.version + 1, learner_version=learner_msg.version)
         self.version += 1
         self.learner_step = learner_msg.learner_step
-        self.learner_version = learner_msg.version
+        self.learner_version = self._quantized_learner_version = learner_msg.version
+        self.save_run_state()  # at once: a restart must continue above this version, on any host
         self.published += 1
         self.message_bytes = int(message.nbytes)
         self.times = {

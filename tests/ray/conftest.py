@@ -103,3 +103,25 @@ def ray_cluster():
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ns_cluster():
+    """A Ray cluster on namespace hosts that share nothing but a network (``tests/ray/ns_cluster.py``): head on
+    host 0, actors' node on host 1, host 2 spare. Afterwards nothing it made remains (checked)."""
+    import shutil
+
+    from tests.hosts import unavailable_reason
+    from tests.ray.ns_cluster import NamespaceCluster, short_base
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    base = short_base()
+    try:
+        with NamespaceCluster(base) as cluster:
+            yield cluster
+        leftovers = cluster.leftovers()
+        assert not leftovers, f"the namespace cluster left these behind: {leftovers}"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

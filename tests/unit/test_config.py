@@ -16,7 +16,12 @@ from actorq.config import (
     to_dict,
 )
 
-CONFIGS = sorted(Path(__file__).resolve().parents[2].glob("configs/*/*.yaml"))
+# configs/<algo>/*.yaml; configs/experiments/ holds grid files (`actorq grid`, tests/unit/launchers/test_grid.py).
+CONFIGS = [
+    p
+    for p in sorted(Path(__file__).resolve().parents[2].glob("configs/*/*.yaml"))
+    if p.parent.name != "experiments"
+]
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])

@@ -23,6 +23,8 @@ EXISTING = {
     "--target-return": "target_return",
     "--seed": "seed",
     "--ray-address": "ray.address",
+    "--ray-bind": "ray.bind",
+    "--ray-connect-timeout-s": "ray.connect_timeout_s",
 }
 
 

@@ -136,3 +136,29 @@ def test_a_childs_cpu_is_the_runs_own_not_outside(tmp_path):
     assert summary["outside_cpu_seconds"] == pytest.approx(
         max(0.0, summary["machine_cpu_seconds"] - summary["cpu_seconds"]), abs=2e-3
     )
+
+
+# The meter's thread imports codecarbon while the main thread builds the first role (reverb imports distutils):
+# setuptools' distutils finder imports under Python's global import lock, and the two threads deadlocked once.
+SETTLED = """
+import sys, threading, tempfile
+from actorq.launchers.energy import EnergyMeter
+assert "distutils" not in sys.modules, "distutils already imported: this check would prove nothing"
+started = []
+real_start = threading.Thread.start
+def start(self):
+    started.append(("distutils" in sys.modules, threading.current_thread() is threading.main_thread()))
+    real_start(self)
+threading.Thread.start = start
+with EnergyMeter(tempfile.mkdtemp(), period_s=60, codecarbon=False):
+    pass
+print(started[0])
+"""
+
+
+def test_distutils_is_imported_before_the_meters_thread_starts():
+    result = subprocess.run([sys.executable, "-c", SETTLED], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (
+        result.stdout.strip() == "(True, True)"
+    )  # settled, in the calling thread, before the thread started

@@ -157,13 +157,16 @@ BOUNDARIES = {
     "actorq/actors/kernels/select.py",  # a kernel engine that cannot build: recorded in the selection's errors
     "actorq/actors/kernels/verify.py",  # a kernel that cannot run the probes: recorded in its Check
     "actorq/bench/actors_worker.py",  # starting the worker pool: whatever fails stops the workers started, re-raised
+    "actorq/bench/netns.py",  # building namespace hosts: whatever fails (Ctrl-C too) removes what was made, re-raised
     "actorq/bench/worker_protocol.py",  # a bench worker's command: logged and reported to the bench
     "actorq/launchers/energy.py",  # codecarbon, optional: logged, energy recorded as unavailable
     "actorq/launchers/experiment.py",  # writing one run's record: logged, a rerun writes it, the grid goes on
     "actorq/launchers/ray_placement.py",  # calls into a cluster whose actors may be dead or gone: logged
-    "actorq/launchers/ray_role.py",  # a Ray worker process's role: logged in its own log, Ray reports it dead
+    "actorq/launchers/ray_role.py",
+    "actorq/launchers/ray_starts.py",  # the start log, an actor on a node that may be gone: counts become unknown  # a Ray worker process's role: logged in its own log, Ray reports it dead
     "actorq/launchers/inprocess.py",  # a role's thread: logged, ends the run
     "actorq/launchers/supervisor.py",  # the run's supervisor: logged, ends the run
+    "actorq/replay/run_state.py",  # the resume record's reading thread: handed to the caller, who raises it
     "actorq/replay/weights.py",  # the sampler thread: handed to the caller, who raises it
     "actorq/roles/host.py",  # a role's loop, its last flush at a blocked stop, a role process's start: logged
     "actorq/roles/learner.py",  # the weight publisher thread: logged, raised in the learner's loop

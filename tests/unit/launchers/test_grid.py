@@ -1,0 +1,122 @@
+"""``actorq grid``: the committed actor-bound Table 2 definition, its checks, and a rerun that skips finished runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from actorq.config import ConfigError, save_config
+from actorq.launchers import experiment, grid
+from actorq.launchers.orchestration import RunProcess
+from actorq.report.records import SCHEMA
+from tests.conftest import tiny_config
+
+ROOT = Path(__file__).resolve().parents[3]
+TABLE2 = ROOT / "configs" / "experiments" / "table2-actorbound.yaml"
+ACTOR_BOUND = {
+    "replay.samples_per_insert=0.25",
+    "affinity.learner=[0]",
+    "affinity.replay=[0]",
+    "affinity.quantizer=[0]",
+    "affinity.evaluator=[0]",
+    "affinity.actor=[1]",
+}
+
+
+def test_the_committed_grid_is_issue_34s_actor_bound_table2():
+    g = grid.load_grid(TABLE2)  # also checks its expected_hours and its subsets' against the budgets
+    assert g.precisions == ("fp32", "fp16", "int8") and g.seeds >= 10
+    cells = {(e.task, e.sweep) for e in g.experiments}
+    for task in ("dqn_cartpole", "dqn_acrobot"):  # the same setting, and fp32's own best (8 envs per actor)
+        assert {(task, ("actor.envs_per_actor=1",)), (task, ("actor.envs_per_actor=8",))} <= cells
+    for e in g.experiments:
+        assert set(e.overrides) >= ACTOR_BOUND and e.actors == 1, e.name
+    subset = grid.load_grid(TABLE2, "subset")
+    assert subset.hours() <= 1.5 and set(subset.precisions) == {"fp32", "int8"}
+
+
+def _grid_file(tmp_path: Path, **changes) -> Path:
+    config = tmp_path / "tiny.yaml"
+    save_config(tiny_config("dqn", launcher="inprocess"), config)
+    data = {
+        "name": "tiny",
+        "precisions": ["fp32", "int8"],
+        "seeds": 2,
+        "expected_hours": round(
+            2 * 2 * 2 * (1 + 1) / 60, 3
+        ),  # 2 cells x 2 precisions x 2 seeds x (1 + 1) min
+        "experiments": {
+            "env1": {
+                "task": "t",
+                "config": str(config),
+                "sweep": ["actor.envs_per_actor=1,2"],
+                "actors": 1,
+                "max_minutes": 1,
+            },  # fmt: skip
+        },
+        "subsets": {"one": {"experiments": ["env1"], "seeds": 1, "expected_hours": round(4 * 2 / 60, 3)}},
+    }
+    data.update(changes)
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_hours_that_are_not_what_the_budgets_add_up_to_are_refused(tmp_path):
+    assert grid.load_grid(_grid_file(tmp_path)).runs() == 8
+    with pytest.raises(ConfigError, match=r"expected_hours 9, but its 8 runs take 0\.3 h"):
+        grid.load_grid(_grid_file(tmp_path, expected_hours=9))
+    with pytest.raises(ConfigError, match="subset two"):
+        grid.load_grid(_grid_file(tmp_path, subsets={"two": {"experiments": ["env1"], "expected_hours": 5}}))
+    with pytest.raises(ConfigError, match="no subset 'three'"):
+        grid.load_grid(_grid_file(tmp_path), "three")
+
+
+def _fake_runs(monkeypatch) -> list[str]:
+    """Runs that finish at once: a summary in the run directory and a record in the records folder."""
+    started: list[str] = []
+
+    def run(self, cmd, log_path):
+        run_dir = Path(cmd[cmd.index("--run-dir") + 1])
+        run_dir.mkdir(parents=True)
+        (run_dir / "summary.json").write_text(json.dumps({"exit": "max_minutes", "task": "gym:CartPole-v1"}))
+        started.append(run_dir.name)
+        return 0
+
+    def write_record(run_dir, records_dir, sweep):
+        records_dir.mkdir(parents=True, exist_ok=True)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        record = {"schema": SCHEMA, "name": run_dir.name, "sweep": sweep, "summary": summary, "config": {}}
+        (records_dir / f"{run_dir.name}.json").write_text(json.dumps(record))
+
+    monkeypatch.setattr(RunProcess, "run", run)
+    monkeypatch.setattr(experiment, "write_record", write_record)
+    return started
+
+
+def _grid(path: Path, out: Path, records: Path, *extra: str) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    grid.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["grid", str(path), "--out", str(out), "--records", str(records), *extra])
+    return args.func(args)
+
+
+def test_a_rerun_skips_finished_runs_even_from_records_alone(tmp_path, monkeypatch):
+    started = _fake_runs(monkeypatch)
+    path, out, records = _grid_file(tmp_path), tmp_path / "out", tmp_path / "records"
+    assert _grid(path, out, records) == 0
+    assert len(started) == 8 and len(list((records / "t" / "records").glob("*.json"))) == 8
+    assert _grid(path, out, records) == 0
+    assert len(started) == 8  # nothing ran again
+    shutil.rmtree(out)  # a fresh checkout: only the committed records are left
+    assert _grid(path, out, records) == 0
+    assert len(started) == 8
+    # A subset runs apart from the full grid (its own folders), so it starts its runs.
+    assert _grid(path, out, records, "--subset", "one") == 0
+    assert len(started) == 12 and (records / "one" / "t" / "records").is_dir()
