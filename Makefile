@@ -19,7 +19,7 @@ PIP_TMP_NEED_MIB := 3700
 VENV_DISK_CHECK ?= 1
 
 .PHONY: run test test-avx2 test-fast lint format bench reproduce reproduce-cpu reproduce-cpu-learnerbound \
-  reproduce-cpu-actorbound reproduce-cpu-subset reproduce-qat venv clean help
+  reproduce-cpu-actorbound reproduce-cpu-subset reproduce-qat reproduce-qat-subset venv clean help
 
 help:
 	@echo "make run        train DQN (3x2048) on CartPole-v1 with int8 actors to return 195 (<= 10 min), print the summary"
@@ -32,7 +32,9 @@ help:
 	@echo "make reproduce-cpu  Table 2 on this CPU, resumable: issue 20's learner-bound grid (reproduce-cpu-learnerbound,"
 	@echo "                ~16 h) and issue 34's actor-bound one (reproduce-cpu-actorbound: learner and actor on their own"
 	@echo "                cores, spi 0.25, ~57.5 h); REPRODUCE_SUBSET=1 or reproduce-cpu-subset: the actor-bound subset (~84 min)"
-	@echo "make reproduce-qat  QuaRL Fig. 1 analogue: fp32 vs PTQ vs QAT to convergence (resumable; ~2 CPU-hours)"
+	@echo "make reproduce-qat  QuaRL Fig. 1 analogue: fp32 vs PTQ vs QAT to convergence (resumable; ~2 CPU-hours at"
+	@echo "                QAT_SEEDS=3); QAT_SUBSET=1 or reproduce-qat-subset: PPO CartPole + DDPG Pendulum, 8 bits,"
+	@echo "                10 seeds (~65 min)"
 
 venv: $(STAMP)
 
@@ -212,15 +214,29 @@ reproduce-cpu-actorbound: $(STAMP)
 reproduce-cpu-subset:
 	$(MAKE) reproduce-cpu-actorbound REPRODUCE_SUBSET=1
 
-# fp32 vs PTQ vs QAT to convergence (issue 22): two workers on disjoint pairs, each skipping finished cells,
-# then the report (CartPole runs 2 bits first: its PTQ holds fp32 down to 3-4 bits, so 2 is where QAT can differ);
-# the JSON records and report live in reports/studies/qat_convergence (committed).
-QAT_OUT ?= reports/studies/qat_convergence
+# fp32 vs PTQ vs QAT to convergence (issues 22, 37): two workers (`actorq qat-study`, 1 torch thread each) on
+# disjoint pairs, then `actorq qat-report`. Resumable: each cell writes its JSON record when it finishes and a rerun
+# skips cells whose record exists (interrupt and run the same command again). Default: the committed 3-seed study in
+# reports/studies/qat_convergence (complete: only re-renders); QAT_SEEDS=10 for claims (>= 10 seeds per cell).
+# QAT_SUBSET=1 or reproduce-qat-subset: PPO CartPole (worker A) and DDPG Pendulum (worker B), 8 bits, 10 seeds,
+# into runs/qat-subset. It fits 90 min on 2 cores, estimated from the committed records' cell_seconds (mean per
+# pair and cell kind, measured on a shared 2-vCPU EPYC at load 7-43, so high): A 10 x 332 s fp32 + 10 x 60 s QAT-8
+# = 65 min, B 10 x 239 s + 10 x 101 s = 57 min (tests/unit/studies/test_qat_reproduce.py recomputes it from these
+# flags and the records).
+QAT_SUBSET ?=
+QAT_SEEDS ?= 3
+QAT_OUT ?= $(if $(QAT_SUBSET),runs/qat-subset,reports/studies/qat_convergence)
+QAT_WORKER_A := --pairs ppo_CartPole-v1,a2c_CartPole-v1 --bits 2,4,8,6,5,3 --seeds $(QAT_SEEDS)
+QAT_WORKER_B := --pairs ddpg_Pendulum-v1 --bits 4,2,8,6,5,3 --seeds $(QAT_SEEDS)
+QAT_SUBSET_A := --pairs ppo_CartPole-v1 --bits 8 --seeds 10
+QAT_SUBSET_B := --pairs ddpg_Pendulum-v1 --bits 8 --seeds 10
 reproduce-qat: $(STAMP)
-	OMP_NUM_THREADS=1 nice -n 10 $(PY) -m actorq.studies.cli qat-study --out $(QAT_OUT) --pairs ppo_CartPole-v1,a2c_CartPole-v1 --bits 2,4,8,6,5,3 & pid=$$!; \
-	OMP_NUM_THREADS=1 nice -n 10 $(PY) -m actorq.studies.cli qat-study --out $(QAT_OUT) --pairs ddpg_Pendulum-v1 || exit 1; \
+	OMP_NUM_THREADS=1 nice -n 10 $(VENV)/bin/actorq qat-study --out $(QAT_OUT) $(if $(QAT_SUBSET),$(QAT_SUBSET_A),$(QAT_WORKER_A)) & pid=$$!; \
+	OMP_NUM_THREADS=1 nice -n 10 $(VENV)/bin/actorq qat-study --out $(QAT_OUT) $(if $(QAT_SUBSET),$(QAT_SUBSET_B),$(QAT_WORKER_B)) || { kill $$pid; exit 1; }; \
 	wait $$pid
-	$(PY) -m actorq.studies.cli qat-study --out $(QAT_OUT) --report-only
+	$(VENV)/bin/actorq qat-report $(QAT_OUT)
+reproduce-qat-subset:
+	$(MAKE) reproduce-qat QAT_SUBSET=1
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache .hypothesis

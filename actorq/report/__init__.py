@@ -3,10 +3,11 @@
 
 Modules, from the bottom up (each imports only modules above it in this list; no circles):
 
+* ``multitest``: Holm's correction of a family of p-values;
 * ``stats``: pure statistics on numbers (smoothing, thresholds, time to threshold after the first learner
   update, the untrained score, medians over seeds, curve bands, projections);
 * ``bootstrap``: the interval type, the speed-up's bootstrap interval (censored times, paired by seed), and the
-  rate limiter's blocked shares;
+  rate limiter's blocked shares, the relative loss E% paired by seed;
 * ``intervals``: the intervals packages give: IQM, mean and probability of improvement with rliable's stratified
   bootstrap, the Kaplan-Meier median time to threshold with lifelines;
 * ``coverage``: each interval's real coverage at the number of seeds used, by simulation;
@@ -21,5 +22,7 @@ Modules, from the bottom up (each imports only modules above it in this list; no
 * ``analysis``: runs grouped per task and label into tables (threshold, times, speed-ups, regimes);
 * ``markdown``, ``grid_md``, ``projection_md``: the report's text and tables;
 * ``render``: the figures;
-* ``cli``: ``actorq report``.
+* ``qat_stats``, ``qat_md``: the QAT-vs-PTQ study's statistics (per-seed scores, E%, Holm-corrected claims) and
+  its report, plots and README blocks, from ``actorq qat-study`` records;
+* ``cli``: ``actorq report``, ``actorq qat-report``.
 """

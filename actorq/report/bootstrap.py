@@ -16,6 +16,8 @@ blocked shares. The other intervals come from packages (:mod:`actorq.report.inte
   it counts so: dropping such resamples would raise the interval's lower end (dropping 3 of 100 claimed a speed-up
   whose lower end 3 of 100 resamples leave at 0). Only when every resample is like that is there no interval
   (None).
+* **Relative loss** E% of the means of two groups paired by seed (:func:`relative_loss_ci`): rliable resamples
+  each group independently, which would count fp32's seed-to-seed spread as noise in a quantized policy's loss.
 * Every interval needs at least :data:`MIN_RUNS` runs (pairs, for a paired speed-up): resampling one or two runs
   gives back their own values, not a 95% interval, and a grid that goes on across sessions reports its first seeds.
 
@@ -183,6 +185,42 @@ def speedup_ci(
     if none.all():
         return Interval(value, None, None, int(o.size), n_reached, bound)
     return Interval(value, _bounds(lows, level)[0], _bounds(highs, level)[1], int(o.size), n_reached, bound)
+
+
+def relative_loss_ci(base: Sequence[float], other: Sequence[float], level: float = LEVEL) -> Interval:
+    """QuaRL's relative loss E% = 100 (mean(base) - mean(other)) / |mean(base)| of two groups paired by seed
+    (``base[i]`` and ``other[i]`` come from seed i), with a paired percentile bootstrap: seeds are resampled as
+    pairs, as for a paired speed-up (post-training quantization of seed i quantizes fp32 policy i, so fp32's
+    seed-to-seed spread is not noise in the loss). ``n`` counts the pairs; no interval below :data:`MIN_RUNS`
+    or when a resample's base mean is 0 (no relative loss defined).
+
+    Raises:
+        ValueError: groups of different sizes.
+    """
+    b, o = np.asarray(base, np.float64), np.asarray(other, np.float64)
+    if b.size != o.size:
+        raise ValueError(
+            f"paired relative loss needs one value per seed in each group, got {b.size} and {o.size}"
+        )
+    n = int(b.size)
+    if not n:
+        return Interval(None, None, None, 0, 0)
+
+    def loss(idx: np.ndarray) -> np.ndarray:
+        mb = b[idx].mean(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return 100.0 * (mb - o[idx].mean(axis=-1)) / np.abs(mb)
+
+    value = float(loss(np.arange(n)))
+    if not math.isfinite(value):
+        return Interval(None, None, None, n, n)
+    if n < MIN_RUNS:
+        return Interval(value, None, None, n, n)
+    stat = loss(np.random.default_rng(RNG_SEED).integers(0, n, size=(RESAMPLES, n)))
+    if not np.isfinite(stat).all():
+        return Interval(value, None, None, n, n)
+    low, high = _bounds(stat, level)
+    return Interval(value, low, high, n, n)
 
 
 def limiter_blocked_shares(

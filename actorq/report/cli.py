@@ -300,8 +300,30 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _qat_main(args: argparse.Namespace) -> int:
+    from actorq.report import qat_md
+
+    pairs = [p for p in (args.pairs or "").split(",") if p] or None
+    try:
+        path = qat_md.render(args.dir, pairs, args.seeds)
+    except ValueError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 2
+    sys.stdout.write(f"report: {path}\n")
+    return 0
+
+
 def add_subcommands(subparsers: Any) -> None:
-    """Register ``report`` on the top-level ``actorq`` subparsers."""
+    """Register ``report`` and ``qat-report`` on the top-level ``actorq`` subparsers."""
+    qat = subparsers.add_parser(
+        "qat-report", help="QAT vs PTQ vs fp32 tables, claims and plots from an `actorq qat-study` directory"
+    )
+    qat.add_argument("dir", help="the study directory (records/ inside; report.md, summary.json go there)")
+    qat.add_argument("--pairs", default=None, help="comma list of pairs (default: every pair with a record)")
+    qat.add_argument(
+        "--seeds", type=int, default=None, help="seeds asked per cell (default: the most recorded)"
+    )
+    qat.set_defaults(func=_qat_main)
     parser = subparsers.add_parser(
         "report", help="paper-style markdown report (tables + PNG figures) from run directories"
     )

@@ -8,6 +8,8 @@ distribution, and the share of intervals that hold the known value is its real c
 * ``improvement`` (:func:`~actorq.report.intervals.improvement_ci`): two groups of n draws of N(0, 1), truth 0.5.
 * ``km`` (:func:`~actorq.report.intervals.km_median`): n times from Exp(1) censored at a budget that 70% of runs
   reach, truth ln 2.
+* ``relative`` (:func:`actorq.report.bootstrap.relative_loss_ci`, paired): fp32 scores N(10, 1) and, per seed,
+  the quantized score 1 + N(0, 1) lower: truth E% = 10.
 * ``speedup`` (:func:`actorq.report.bootstrap.speedup_ci`, paired): two groups of n such censored times, truth 1;
   an undefined interval (every resample unbounded) counts as holding it (it claims nothing).
 
@@ -33,14 +35,15 @@ REACHED_SHARE = 0.7
 """The share of simulated runs whose time is inside the budget (the rest are censored at it)."""
 
 COVERAGE: dict[str, dict[int, tuple[float, int]]] = {
-    "iqm": {5: (0.898, 1000), 10: (0.926, 1000)},
-    "mean": {5: (0.835, 1000), 10: (0.890, 1000)},
-    "improvement": {5: (0.900, 200), 10: (0.920, 200)},
+    "iqm": {3: (0.757, 1000), 5: (0.898, 1000), 10: (0.926, 1000)},
+    "mean": {3: (0.757, 1000), 5: (0.835, 1000), 10: (0.890, 1000)},
+    "improvement": {3: (0.800, 200), 5: (0.900, 200), 10: (0.920, 200)},
     "km": {5: (0.952, 1000), 10: (0.940, 1000)},
     "speedup": {5: (0.964, 1000), 10: (0.971, 1000)},
+    "relative": {3: (0.762, 1000), 5: (0.842, 1000), 10: (0.897, 1000)},
 }
 """``{method: {n: (coverage, simulations)}}``, measured by ``python -m actorq.report.coverage --n 5 10`` (seed 0;
-2026-11-26, rliable 1.2.0, lifelines 0.30.0). A share from 1,000 simulations is within about 2 points of the
+2026-11-26, rliable 1.2.0, lifelines 0.30.0; n=3 and ``relative`` on 2026-11-27 with ``--n 3`` / ``--n 3 5 10``). A share from 1,000 simulations is within about 2 points of the
 real coverage (95% binomial), from 200 about 4."""
 
 METHODS = {
@@ -49,6 +52,7 @@ METHODS = {
     "improvement": "rliable stratified percentile bootstrap of the probability of improvement",
     "km": "lifelines Kaplan-Meier median, exponential Greenwood band",
     "speedup": "hand-written paired percentile bootstrap of the ratio of censored medians",
+    "relative": "hand-written paired percentile bootstrap of the relative loss E% of the means",
 }
 """How the report names each interval's method."""
 DRAWN_FROM = {
@@ -57,6 +61,7 @@ DRAWN_FROM = {
     "improvement": "two groups of equal normal scores",
     "km": f"exponential times, {REACHED_SHARE:.0%} reached",
     "speedup": f"two groups of equal exponential times, {REACHED_SHARE:.0%} reached",
+    "relative": "paired normal scores, a 10% loss",
 }
 """The known distribution each method's coverage was simulated on (see the module docstring)."""
 
@@ -88,6 +93,9 @@ def one(method: str, n: int, rng: np.random.Generator) -> bool:
     if method == "km":
         times, at = _censored(rng, n)
         return _holds(intervals.km_median(times, at), math.log(2.0))
+    if method == "relative":
+        base = rng.normal(10.0, 1.0, n)
+        return _holds(bootstrap.relative_loss_ci(list(base), list(base - 1.0 + rng.normal(size=n))), 10.0)
     if method == "speedup":
         (base, base_at), (other, other_at) = _censored(rng, n), _censored(rng, n)
         ci = bootstrap.speedup_ci(

@@ -180,7 +180,7 @@ def cmd_mixed_precision(a: argparse.Namespace) -> int:
 
 
 def cmd_qat_study(a: argparse.Namespace) -> int:
-    from actorq.studies import qat_report, qat_study
+    from actorq.studies import qat_study
 
     pairs = _names(a.pairs, tuple(qat_study.PAIRS), "--pairs")
     bits = [_bit_width(b) for b in _names(a.bits, [str(b) for b in qat_study.BITS], "--bits")]
@@ -188,9 +188,9 @@ def cmd_qat_study(a: argparse.Namespace) -> int:
     if not (i.isdigit() and n.isdigit() and int(i) < int(n)):
         raise _fail(f"--shard {a.shard!r}: give i/n with 0 <= i < n, e.g. 0/2")
     _threads(a.threads)
-    if not a.report_only:
-        qat_study.run_grid(a.out, pairs, bits, a.seeds, a.episodes, shard=(int(i), int(n)))
-    print(f"wrote {qat_report.render(a.out, pairs, bits, a.seeds)}")
+    written = qat_study.run_grid(a.out, pairs, bits, a.seeds, a.episodes, shard=(int(i), int(n)))
+    # The report (rliable intervals, Holm) lives in actorq.report, which studies may not import (README layers).
+    print(f"wrote {len(written)} records under {a.out}/records; render them with `actorq qat-report {a.out}`")
     return 0
 
 
@@ -319,7 +319,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     q.set_defaults(func=cmd_qat)
 
     qs = subparsers.add_parser(
-        "qat-study", help="fp32 vs PTQ vs QAT to convergence (resumable grid + report)"
+        "qat-study", help="fp32 vs PTQ vs QAT to convergence (resumable grid; `actorq qat-report` renders it)"
     )
     qs.add_argument("--out", default="reports/studies/qat_convergence", help="records/ and report.md go here")
     qs.add_argument("--pairs", default="ppo_CartPole-v1,a2c_CartPole-v1,ddpg_Pendulum-v1", help="comma list")
@@ -327,7 +327,6 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     qs.add_argument("--seeds", type=positive_int, default=3, help="training seeds per cell")
     qs.add_argument("--episodes", type=positive_int, default=30, help="evaluation episodes per policy")
     qs.add_argument("--shard", default="0/1", help="i/n: run every n-th missing cell from the i-th")
-    qs.add_argument("--report-only", action="store_true", help="render the report from the records")
     qs.add_argument("--threads", type=positive_int, default=1, help="torch threads")
     qs.set_defaults(func=cmd_qat_study)
 

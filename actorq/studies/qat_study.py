@@ -7,7 +7,8 @@ and several shards (``shard=(i, n)``) can share the grid. An fp32 cell also hold
 policy at every bit width (weights only, and weights + activations calibrated on 500 recorded observations).
 A QAT cell trains with the fp32 hyperparameters and quant delay = half the steps, then is evaluated twice: as
 the fake-quant graph, and as deployed (:func:`actorq.studies.qat_deploy.deploy_integer`: integer codes,
-integer accumulation); the deployed returns are the QAT result. :mod:`actorq.studies.qat_report` renders it.
+integer accumulation); the deployed returns are the QAT result. ``actorq qat-report`` (:mod:`actorq.report.qat_md`)
+renders it.
 """
 
 from __future__ import annotations

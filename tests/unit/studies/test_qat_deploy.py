@@ -15,7 +15,8 @@ import pytest
 import torch
 from torch import nn
 
-from actorq.studies import envs, qat, qat_deploy, qat_report, qat_study
+from actorq.report import qat_md
+from actorq.studies import envs, qat, qat_deploy, qat_study
 from actorq.studies import torch_fake_quant as tq
 
 
@@ -104,15 +105,6 @@ def test_deployed_qat_policy_matches_fake_quant_policy(algo: str, env_id: str, s
         qat_deploy.deploy_integer(model)
 
 
-def test_lowest_within_and_bootstrap() -> None:
-    rows = [{"bits": b, "qat": {"E%": e}} for b, e in ((8, 0.0), (6, 4.0), (4, 9.0), (2, 1.0))]
-    assert qat_report.lowest_within(rows, "qat") == 6  # 2 bits passing again does not count: 4 failed
-    assert qat_report.lowest_within([{"bits": 8, "qat": {"E%": 6.0}}], "qat") is None
-    rng = np.random.default_rng(0)
-    d = qat_report.boot_means([[1.0, 1.0], [3.0, 3.0]], rng, n=500)
-    assert set(np.unique(d)) <= {1.0, 2.0, 3.0} and 1.0 in d and 3.0 in d  # seeds resampled, not pooled
-
-
 def test_study_grid_resumes_and_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     torch.set_num_threads(1)
     tiny = qat_study.Pair("ppo", "CartPole-v1", 256)
@@ -123,7 +115,7 @@ def test_study_grid_resumes_and_reports(tmp_path: Path, monkeypatch: pytest.Monk
     assert rec["quant_delay"] == 128 and rec["deploy_check"]["within_bound"]
     assert len(rec["qat_deployed"]) == 2 and rec["curve"]
     assert qat_study.run_grid(tmp_path, bits=[8], seeds=1, episodes=2) == []  # finished cells are skipped
-    report = qat_report.render(tmp_path, bits=[8], seeds=1).read_text()
+    report = qat_md.render(tmp_path, seeds=1).read_text()
     assert f"| {tiny.key} | 1/1 | 1/1 |" in report and "| 8 |" in report  # coverage: fp32 and qat8 done
     assert (tmp_path / f"sweet_spot_{tiny.key}.png").exists()
     with pytest.raises(ValueError, match="unknown pairs"):

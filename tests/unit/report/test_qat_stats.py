@@ -1,0 +1,106 @@
+"""The QAT study's statistics (actorq.report.qat_stats) and the committed study's README against its records."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from actorq.report import coverage, qat_md, qat_stats
+
+ROOT = Path(__file__).resolve().parents[3]
+COMMITTED = ROOT / "reports" / "studies" / "qat_convergence"
+
+
+def _comparison(p: float, n: int, better: float = 0.9) -> dict:
+    return {"p": p, "n_qat": n, "n_ptq": n, "p_improvement": {"value": better}}
+
+
+def test_claims_need_ten_seeds_and_survive_holm() -> None:
+    family = [
+        _comparison(1e-4, 10),  # 4e-4 after Holm: a claim
+        _comparison(1e-4, 10, better=0.1),  # the other direction
+        _comparison(1e-4, 9),  # significant but 9 seeds: no claim
+        _comparison(0.02, 10),  # the largest of 4: 0.02 x 1, a claim
+    ]
+    qat_stats.decide(family)
+    assert [c["verdict"] for c in family] == [
+        "QAT better", "PTQ better", qat_stats.TOO_FEW, "QAT better",
+    ]  # fmt: skip
+    assert family[3]["p_holm"] == pytest.approx(0.02) and family[0]["family"] == 4
+    more = [_comparison(1e-4, 10) for _ in range(3)] + [_comparison(0.02, 10)]
+    more.append(_comparison(0.02, 10))
+    qat_stats.decide(more)
+    assert more[3]["p_holm"] == pytest.approx(0.04) and more[3]["verdict"] == "QAT better"
+    few = [_comparison(0.03, 10), _comparison(0.04, 10)]
+    qat_stats.decide(few)  # uncorrected both < 0.05; Holm: 0.06, 0.06
+    assert [c["verdict"] for c in few] == [qat_stats.NO_DIFFERENCE] * 2
+
+
+def test_mann_whitney_p() -> None:
+    assert qat_stats.mann_whitney_p([500.0] * 3, [500.0] * 3) == 1.0
+    assert qat_stats.mann_whitney_p([], [1.0]) is None
+    assert qat_stats.mann_whitney_p([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]) == pytest.approx(
+        0.1
+    )  # exact floor at 3 vs 3
+    assert qat_stats.mann_whitney_p(list(range(10, 20)), list(range(10))) < 1e-3  # normal approx. above 8
+
+
+def test_relative_loss_is_paired_by_seed() -> None:
+    fp = {0: 500.0, 1: 150.0, 2: 480.0, 3: 300.0}  # a large seed-to-seed spread
+    ptq = {
+        s: r - 0.01 * r * (1 + s % 2) for s, r in fp.items()
+    }  # each policy loses 1% or 2% of its own return
+    e = qat_stats.relative_loss(ptq, fp)
+    assert e["value"] == pytest.approx(100 * (1 - sum(ptq.values()) / sum(fp.values()))) and e["n"] == 4
+    assert 0.999 <= e["low"] <= e["high"] <= 2.001  # unpaired, the spread would swamp a 1-2% loss
+    assert "n=4 seeds" in e["coverage"]
+    assert qat_stats.relative_loss({0: 1.0}, {1: 2.0})["value"] is None  # no common seed
+    neg = qat_stats.relative_loss({0: -200.0, 1: -200.0, 2: -200.0}, {0: -100.0, 1: -100.0, 2: -100.0})
+    assert neg["value"] == pytest.approx(100.0)  # a more negative reward is a loss
+    assert qat_stats.relative_loss({0: 1.0, 1: 2.0}, {0: 1.0, 1: -1.0})["value"] is None  # fp32 mean 0
+
+
+def test_lowest_within() -> None:
+    rows = [{"bits": b, "qat": {"E%": {"value": e}}} for b, e in ((8, 0.0), (6, 4.0), (4, 9.0), (2, 1.0))]
+    assert qat_stats.lowest_within(rows, "qat") == 6  # 2 bits passing again does not count: 4 failed
+    assert qat_stats.lowest_within([{"bits": 8, "qat": {"E%": {"value": 6.0}}}], "qat") is None
+
+
+def test_committed_readme_says_what_the_records_hold() -> None:
+    """The README's generated blocks equal what the records give (counts) and what report.md claims."""
+    recs = qat_stats.load(COMMITTED)
+    readme = (COMMITTED / "README.md").read_text()
+    blocks = qat_md.readme_blocks(readme)
+    assert blocks["status"] == qat_md.status_block(recs)
+    report = (COMMITTED / "report.md").read_text()
+    assert blocks["claims"] in report
+    n_qat = sum(len(s) for by in recs.values() for k, s in by.items() if k.startswith("qat"))
+    n_fp32 = sum(len(by["fp32"]) for by in recs.values())
+    for m in re.finditer(r"(\d+) (QAT|fp32) policies", readme):  # every count the prose gives
+        assert int(m.group(1)) == {"QAT": n_qat, "fp32": n_fp32}[m.group(2)], m.group(0)
+    assert qat_md.status_block(recs).startswith(f"Records: {n_qat + n_fp32} cells")
+    grid = dict(re.findall(r"^\| (\w+_[\w-]+) \| ((?:\d+/\d+ \| ?)+)$", report, re.M))
+    assert set(grid) == set(recs)
+    for pair, cells in grid.items():  # report.md's "seeds with a record" grid
+        cols = ["fp32", *(f"qat{b}" for b in qat_stats.widths(recs))]
+        assert [int(x) for x in re.findall(r"(\d+)/\d+", cells)] == [len(recs[pair].get(c, {})) for c in cols]
+
+
+def test_readme_blocks_rewritten_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "README.md"
+    path.write_text("a\n<!-- qat-report:status -->\nold\n<!-- /qat-report:status -->\nb\n<!-- qat-report:x -->\nk\n"
+                    "<!-- /qat-report:x -->\n")  # fmt: skip
+    assert qat_md.update_readme(path, {"status": "new\n"}) == ["status"]
+    assert qat_md.readme_blocks(path.read_text()) == {"status": "new\n", "x": "k\n"}
+    assert path.read_text().startswith("a\n") and "\nb\n" in path.read_text()
+    assert qat_md.update_readme(tmp_path / "none.md", {"status": "x"}) == []
+
+
+def test_relative_loss_coverage_is_what_the_simulation_gives() -> None:
+    # a paired percentile bootstrap of 3 seeds undercovers like the mean's (about 76% for a nominal 95%)
+    share = coverage.simulate("relative", 3, 200)
+    assert abs(coverage.COVERAGE["relative"][3][0] - share) < 0.1 and share < 0.9
+    assert "n=3 seeds: real coverage 76%" in coverage.note("relative", 3)
+    assert coverage.COVERAGE["relative"][10][0] > coverage.COVERAGE["relative"][3][0]
