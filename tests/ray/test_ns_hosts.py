@@ -310,3 +310,34 @@ def test_actors_restarted_on_another_host_keep_their_step_count_and_weights_floo
     assert all(summary["restarts"][label] >= 1 for label in ACTORS), summary["restarts"]
     assert {_node_ips(summary)[label] for label in ACTORS} == {hosts[new].address}
     run.assert_nothing_left()
+
+
+def test_two_replay_shards_across_hosts_each_hold_their_actors_steps(ns_cluster):
+    """``replay.shards=2`` under Ray: both shards run where replay goes (no ``replay_host`` node here: the
+    learner's host), actor i writes to shard i % 2 over the link, and the summary's counts are the shards' sums."""
+    hosts = ns_cluster.hosts
+    run = Run(
+        ns_cluster,
+        "shards",
+        _config(max_actor_steps=600, max_minutes=4, **{"replay.samples_per_insert": 0.0, "replay.shards": 2}),
+    )
+    code = run.finish(300)
+    assert code == 0, run.tail()
+    summary = run.summary()
+    assert summary["exit"] == "max_actor_steps", summary["exit"]
+    ips = _node_ips(summary)
+    assert {ips["replay"], ips["replay_1"]} == {hosts[0].address}, ips
+    replay = summary["replay"]
+    assert replay["shards"] == 2 and set(replay["per_shard"]) == {"replay", "replay_1"}, replay
+    actors = {label: run.record(1, label) for label in ACTORS}
+    # Each shard received exactly its own actor's transitions (n_step 1, no rate limit: none held back at the stop).
+    for shard, label in (("replay", "actor_0"), ("replay_1", "actor_1")):
+        counts = replay["per_shard"][shard]
+        assert counts["inserts"] == counts["actor_steps"] == actors[label].step > 0, (
+            shard,
+            counts,
+            actors[label],
+        )
+        assert run.record(0, shard).inserts == counts["inserts"], shard
+    assert replay["inserts"] == summary["actor_steps"] == sum(a.step for a in actors.values()), replay
+    run.assert_nothing_left()
