@@ -300,3 +300,40 @@ def run_grid(
         written.append(path)
         logger.info("cell %s done in %.0f s", path.relative_to(out), rec["cell_seconds"])
     return written
+
+
+def run_zoo_cell(
+    path: str | Path, bits: int, seed: int, episodes: int, recipe: qat_finetune.QatRecipe | None = None
+) -> dict[str, Any]:
+    """QAT fine-tuning of a pretrained (zoo) agent: its fp32, PTQ W+A and deployed QAT returns at ``bits``.
+
+    The agent's weights go into a training model built with the toolkit's hyperparameters for its algorithm
+    and env (its own architecture), whose step counter starts past any warm-up; ``seed`` seeds the fine-tune.
+    """
+    loaded, meta = zoo.load_policy(path)
+    spec = meta["env"]
+    recipe = recipe or qat_finetune.QatRecipe()
+    model = zoo.make_model(meta["algo"], spec, seed=seed, policy_kwargs=loaded.policy_kwargs)
+    model.policy.load_state_dict(loaded.policy.state_dict())
+    model.num_timesteps = int(meta.get("num_timesteps") or 10**6)
+
+    def evaluate(m: BaseAlgorithm) -> list[float]:
+        return envs.evaluate(m, spec, episodes, seed=envs.eval_seed(0)).round(4).tolist()
+
+    fp32 = evaluate(model)
+    calib = envs.record_observations(model, spec, CALIB_STEPS, seed=CHECK_OBS_SEED)
+    state = copy.deepcopy(model.policy.state_dict())
+    ptq.quantize_policy(model, tq.QuantScheme.parse(str(bits)), act_bits=bits, calib_obs=calib)
+    ptq_wa = evaluate(model)
+    ptq.unquantize_policy(model, state)
+    curve = CurveCallback(recipe.finetune_steps)
+    model, info = qat_finetune.finetune_qat(model, spec, bits, recipe, callbacks=[curve])
+    fake_quant = evaluate(model)
+    qat_deploy.deploy_integer(model)
+    return {
+        "kind": "zoo_qat", "path": str(path), "algo": meta["algo"], "env_id": str(spec), "seed": seed,
+        "bits": bits, "episodes": episodes, "fp32": fp32, "ptq_wa": ptq_wa, "qat_fake_quant": fake_quant,
+        "qat_deployed": evaluate(model), "curve": curve.curve,
+        **{k: info[k] for k in ("schedule", "recipe", "finetune_start", "ranges_frozen_at", "lr_seen")},
+        "train_seconds": info["train_seconds"],
+    }  # fmt: skip
