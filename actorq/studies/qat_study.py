@@ -90,6 +90,9 @@ class CurveCallback(BaseCallback):
         self.next_at = self.every
         self.curve: list[tuple[int, float]] = []
 
+    def _on_training_start(self) -> None:
+        self.next_at = self.num_timesteps + self.every  # a fine-tune starts at the fp32 run's step count
+
     def _on_step(self) -> bool:
         if self.num_timesteps >= self.next_at:
             self.next_at += self.every
