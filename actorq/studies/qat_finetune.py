@@ -42,9 +42,10 @@ class QatRecipe:
     finetune_steps: int = 10_000
     """Environment steps of fake-quantized fine-tuning after the fp32 policy converged (a fixed budget, not a
     fraction of a from-scratch run)."""
-    learning_rate: float = 1e-4
+    learning_rate: float = 2e-5
     """Constant learning rate for the whole fine-tune (the fp32 schedule is replaced: a rate that decays to 0
-    leaves the quantized phase no budget to adapt)."""
+    leaves the quantized phase no budget to adapt). Small: PPO CartPole seed 1 fine-tuned 10k steps at 1e-4 lost
+    its greedy return even without quantization (16 bits: 462; 8 bits: 174), at 2e-5 it kept 500."""
     clip_range: float = 0.1
     """Constant PPO clip range during the fine-tune (ignored by other algorithms)."""
     exploration_eps: float | None = 0.04
