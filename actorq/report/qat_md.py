@@ -152,9 +152,15 @@ def deploy_markdown(recs: qs.Records) -> str:
 
 def _budget(by_name: dict[str, dict[int, dict[str, Any]]]) -> str:
     steps = sorted({r["steps"] for s in by_name.values() for r in s.values()})
-    delays = sorted({r["quant_delay"] for n, s in by_name.items() if n.startswith("qat") for r in s.values()})
+    qat = [r for n, s in by_name.items() if n.startswith("qat") for r in s.values()]
+    # Records without a schedule are the from-scratch study's (written before the fine-tune recipe existed).
+    delays = sorted({r["quant_delay"] for r in qat if r.get("schedule", "from_scratch") == "from_scratch"})
+    tunes = sorted(
+        {r["recipe"]["finetune_steps"] for r in qat if r.get("schedule") == "finetune" and "recipe" in r}
+    )
     out = "/".join(map(str, steps)) + " steps"
-    return out + (f"; QAT quant delay {'/'.join(map(str, delays))}" if delays else "")
+    out += f"; QAT from scratch, quant delay {'/'.join(map(str, delays))}" if delays else ""
+    return out + (f"; QAT fine-tuned from fp32 for {'/'.join(map(str, tunes))} steps" if tunes else "")
 
 
 def pair_markdown(pair: str, res: dict[str, Any], by_name: dict[str, dict[int, dict[str, Any]]]) -> str:

@@ -188,7 +188,15 @@ def cmd_qat_study(a: argparse.Namespace) -> int:
     if not (i.isdigit() and n.isdigit() and int(i) < int(n)):
         raise _fail(f"--shard {a.shard!r}: give i/n with 0 <= i < n, e.g. 0/2")
     _threads(a.threads)
-    written = qat_study.run_grid(a.out, pairs, bits, a.seeds, a.episodes, shard=(int(i), int(n)))
+    written = qat_study.run_grid(
+        a.out,
+        pairs,
+        bits,
+        a.seeds,
+        a.episodes,
+        shard=(int(i), int(n)),
+        schedule=a.schedule.replace("-", "_"),
+    )
     # The report (rliable intervals, Holm) lives in actorq.report, which studies may not import (README layers).
     print(f"wrote {len(written)} records under {a.out}/records; render them with `actorq qat-report {a.out}`")
     return 0
@@ -327,6 +335,11 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     qs.add_argument("--seeds", type=positive_int, default=3, help="training seeds per cell")
     qs.add_argument("--episodes", type=positive_int, default=30, help="evaluation episodes per policy")
     qs.add_argument("--shard", default="0/1", help="i/n: run every n-th missing cell from the i-th")
+    qs.add_argument(
+        "--schedule", choices=["finetune", "from-scratch"], default="finetune",
+        help="QAT schedule: fine-tune each fp32 policy with fake quantization (the recipe, default), or train from "
+        "scratch with quant delay = half the steps (how reports/studies/qat_convergence was made)",
+    )  # fmt: skip
     qs.add_argument("--threads", type=positive_int, default=1, help="torch threads")
     qs.set_defaults(func=cmd_qat_study)
 

@@ -200,9 +200,14 @@ def evaluate(
 
 
 def record_observations(
-    model: BaseAlgorithm, env_id: str | EnvSpec, steps: int, seed: int, max_episode_steps: int | None = None
+    model: BaseAlgorithm,
+    env_id: str | EnvSpec,
+    steps: int,
+    seed: int,
+    max_episode_steps: int | None = None,
+    deterministic: bool = True,
 ) -> np.ndarray:
-    """Observations visited by the deterministic policy, for activation-range calibration.
+    """Observations visited by the policy (deterministic, or sampling as in training), for range calibration.
 
     Returns:
         Array ``(steps, *obs_shape)`` in the env's (frame-stacked) layout.
@@ -213,7 +218,7 @@ def record_observations(
     try:
         for _ in range(steps):
             out.append(np.array(obs[0]))
-            action, _ = model.predict(obs, deterministic=True)
+            action, _ = model.predict(obs, deterministic=deterministic)
             obs, _, _, _ = venv.step(action)
     finally:
         venv.close()

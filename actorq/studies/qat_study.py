@@ -5,10 +5,13 @@ small JSON record under ``<out>/records/<pair>/`` (episode returns, learning cur
 ranges, the deployment check); a re-run skips cells whose record exists, so the study resumes where it stopped
 and several shards (``shard=(i, n)``) can share the grid. An fp32 cell also holds the PTQ results of its
 policy at every bit width (weights only, and weights + activations calibrated on 500 recorded observations).
-A QAT cell trains with the fp32 hyperparameters and quant delay = half the steps, then is evaluated twice: as
-the fake-quant graph, and as deployed (:func:`actorq.studies.qat_deploy.deploy_integer`: integer codes,
-integer accumulation); the deployed returns are the QAT result. ``actorq qat-report`` (:mod:`actorq.report.qat_md`)
-renders it.
+A QAT cell, under the default ``finetune`` schedule, fine-tunes the fp32 cell's policy (same pair and seed; its
+weights are kept under ``<out>/policies/``, or retrained with the same seed when missing) with fake quantization by
+the pair's :class:`~actorq.studies.qat_finetune.QatRecipe`; the ``from_scratch`` schedule (the committed
+``reports/studies/qat_convergence`` records) trains from scratch with quant delay = half the steps. Either is then
+evaluated twice: as the fake-quant graph, and as deployed (:func:`actorq.studies.qat_deploy.deploy_integer`:
+integer codes, integer accumulation); the deployed returns are the QAT result. ``actorq qat-report``
+(:mod:`actorq.report.qat_md`) renders it.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
-from actorq.studies import envs, ptq, qat, qat_deploy, zoo
+from actorq.studies import envs, ptq, qat, qat_deploy, qat_finetune, zoo
 from actorq.studies import torch_fake_quant as tq
 
 logger = logging.getLogger(__name__)
@@ -38,9 +41,15 @@ class Pair:
     """One agent-task pair and the training budget at which its fp32 policy converges here."""
 
     algo: str
+    """SB3 algorithm name."""
     env_id: str
+    """Gymnasium id."""
     steps: int
+    """fp32 training budget (environment steps)."""
     overrides: dict[str, Any] = field(default_factory=dict, hash=False)
+    """Hyperparameters that replace :func:`actorq.studies.zoo.hyperparams`' for this pair."""
+    recipe: qat_finetune.QatRecipe = field(default_factory=qat_finetune.QatRecipe)
+    """How the ``finetune`` schedule fine-tunes this pair's fp32 policy with fake quantization."""
 
     @property
     def key(self) -> str:
@@ -69,6 +78,7 @@ SEEDS = 3
 CALIB_STEPS = 500
 CHECK_OBS_SEED = 7
 CURVE_POINTS = 25
+SCHEDULES = ("finetune", "from_scratch")  # QAT schedules: the recipe (default), and the committed study's
 
 
 class CurveCallback(BaseCallback):
@@ -79,6 +89,9 @@ class CurveCallback(BaseCallback):
         self.every = max(1, steps // points)
         self.next_at = self.every
         self.curve: list[tuple[int, float]] = []
+
+    def _on_training_start(self) -> None:
+        self.next_at = self.num_timesteps + self.every  # a fine-tune starts at the fp32 run's step count
 
     def _on_step(self) -> bool:
         if self.num_timesteps >= self.next_at:
@@ -100,6 +113,34 @@ def cells(pairs: list[Pair], bits: list[int], seeds: int) -> list[tuple[Pair, in
     order: list[tuple[Pair, int | None, int]] = [(p, None, s) for s in range(seeds) for p in pairs]
     order += [(p, b, s) for b in bits for s in range(seeds) for p in pairs]
     return order
+
+
+def policy_path(out: Path, pair: Pair, seed: int) -> Path:
+    """Where the fp32 cell keeps its policy's weights (a torch state dict) for the QAT fine-tunes."""
+    return out / "policies" / pair.key / f"fp32_s{seed}.pt"
+
+
+def _fp32_model(pair: Pair, seed: int, out: Path | None) -> BaseAlgorithm:
+    """The pair's fp32 policy of ``seed`` in a fresh model, as if it had just finished its fp32 training.
+
+    The weights come from :func:`policy_path` (loaded with ``weights_only``: no unpickling), or are trained
+    again with the same seed when the fp32 cell ran elsewhere. The step counter is set to the fp32 budget, so
+    the fine-tune continues that run (no off-policy random warm-up, DQN's epsilon past its decay).
+    """
+    path = policy_path(out, pair, seed) if out is not None else None
+    if path is None or not path.exists():
+        fp32 = zoo.make_model(pair.algo, pair.env_id, seed=seed, **pair.overrides)
+        fp32.learn(total_timesteps=pair.steps)
+        state = fp32.policy.state_dict()
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save(state, path)
+    else:
+        state = torch.load(path, weights_only=True)
+    model = zoo.make_model(pair.algo, pair.env_id, seed=seed, **pair.overrides)
+    model.policy.load_state_dict(state)
+    model.num_timesteps = pair.steps
+    return model
 
 
 def _write(path: Path, record: dict[str, Any]) -> None:
@@ -127,15 +168,15 @@ def weight_ranges(model: BaseAlgorithm) -> dict[str, list[float]]:
 def action_stats(model: BaseAlgorithm, obs: np.ndarray) -> dict[str, float]:
     """How much room the policy's outputs leave for quantization noise.
 
-    Discrete: median gap between the two largest action logits (a flip needs noise of that size).
+    Discrete: median gap between the two largest action logits (DQN: Q-values) (a flip needs noise of that size).
     Continuous: fraction of action components within 1% of the bound (saturated tanh outputs are robust).
     """
     pol = model.policy
     pol.set_training_mode(False)
     x = pol.obs_to_tensor(obs)[0]
     with torch.no_grad():
-        if hasattr(pol, "get_distribution"):
-            logits = pol.get_distribution(x).distribution.logits
+        if hasattr(pol, "q_net") or hasattr(pol, "get_distribution"):
+            logits = pol.q_net(x) if hasattr(pol, "q_net") else pol.get_distribution(x).distribution.logits
             top2 = torch.topk(logits, 2, dim=1).values
             return {"median_action_gap": float((top2[:, 0] - top2[:, 1]).median())}
         a = pol.actor(x)
@@ -146,13 +187,18 @@ def _evaluate(model: BaseAlgorithm, pair: Pair, episodes: int) -> list[float]:
     return envs.evaluate(model, pair.env_id, episodes, seed=envs.eval_seed(0)).round(4).tolist()
 
 
-def run_fp32_cell(pair: Pair, seed: int, bits: list[int], episodes: int) -> dict[str, Any]:
-    """Train fp32 to the pair's budget, evaluate it, and PTQ it at every bit width."""
+def run_fp32_cell(
+    pair: Pair, seed: int, bits: list[int], episodes: int, out: Path | None = None
+) -> dict[str, Any]:
+    """Train fp32 to the pair's budget (keeping its weights under ``out``), evaluate it, PTQ it at every width."""
     model = zoo.make_model(pair.algo, pair.env_id, seed=seed, **pair.overrides)
     curve = CurveCallback(pair.steps)
     t0 = time.perf_counter()
     model.learn(total_timesteps=pair.steps, callback=curve)
     train_s = time.perf_counter() - t0
+    if out is not None:
+        policy_path(out, pair, seed).parent.mkdir(parents=True, exist_ok=True)
+        torch.save(model.policy.state_dict(), policy_path(out, pair, seed))
     fp32 = _evaluate(model, pair, episodes)
     calib = envs.record_observations(model, pair.env_id, CALIB_STEPS, seed=CHECK_OBS_SEED)
     state = copy.deepcopy(model.policy.state_dict())
@@ -173,19 +219,27 @@ def run_fp32_cell(pair: Pair, seed: int, bits: list[int], episodes: int) -> dict
     }  # fmt: skip
 
 
-def run_qat_cell(pair: Pair, bits: int, seed: int, episodes: int) -> dict[str, Any]:
-    """Train with QAT (quant delay = steps / 2), check the integer deployment against the graph, evaluate both."""
-    curve = CurveCallback(pair.steps)
-    model, info = qat.train_qat(
-        pair.algo,
-        pair.env_id,
-        bits,
-        pair.steps,
-        pair.steps // 2,
-        seed=seed,
-        callbacks=[curve],
-        **pair.overrides,
-    )
+def run_qat_cell(
+    pair: Pair, bits: int, seed: int, episodes: int, schedule: str = "finetune", out: Path | None = None
+) -> dict[str, Any]:
+    """Train with QAT by ``schedule``, check the integer deployment against the graph, evaluate both.
+
+    ``finetune``: the pair's recipe applied to its fp32 policy of the same seed (:func:`_fp32_model`).
+    ``from_scratch``: QAT from scratch, quant delay = steps / 2 (the committed ``qat_convergence`` records).
+    """
+    if schedule == "finetune":
+        fp32 = _fp32_model(pair, seed, out)
+        curve = CurveCallback(pair.recipe.finetune_steps)
+        model, info = qat_finetune.finetune_qat(fp32, pair.env_id, bits, pair.recipe, callbacks=[curve])
+        sched = {k: info[k] for k in ("schedule", "recipe", "finetune_start", "ranges_frozen_at", "lr_seen")}
+    else:
+        curve = CurveCallback(pair.steps)
+        model, info = qat.train_qat(
+            pair.algo, pair.env_id, bits, pair.steps, pair.steps // 2, seed=seed, callbacks=[curve],
+            **pair.overrides,
+        )  # fmt: skip
+        sched = {"schedule": "from_scratch", "quant_delay": info["quant_delay"]}
+        sched["quant_enabled_at"] = info["quant_enabled_at"]
     fake_quant = _evaluate(model, pair, episodes)
     obs = envs.record_observations(model, pair.env_id, CALIB_STEPS, seed=CHECK_OBS_SEED)
     stats = action_stats(model, obs)
@@ -202,8 +256,7 @@ def run_qat_cell(pair: Pair, bits: int, seed: int, episodes: int) -> dict[str, A
     deployed = _evaluate(model, pair, episodes)
     return {
         "kind": "qat", "pair": pair.key, "algo": pair.algo, "env_id": pair.env_id, "steps": pair.steps,
-        "seed": seed, "bits": bits, "act_bits": info["act_bits"], "quant_delay": info["quant_delay"],
-        "quant_enabled_at": info["quant_enabled_at"], "episodes": episodes,
+        "seed": seed, "bits": bits, "act_bits": info["act_bits"], **sched, "episodes": episodes,
         "train_seconds": info["train_seconds"], "curve": curve.curve, "qat_deployed": deployed,
         "qat_fake_quant": fake_quant, "deploy_check": check, "weight_ranges": ranges,
         "activation_ranges": info["activation_ranges"], "action_stats": stats,
@@ -217,12 +270,15 @@ def run_grid(
     seeds: int = SEEDS,
     episodes: int = EPISODES,
     shard: tuple[int, int] = (0, 1),
+    schedule: str = "finetune",
 ) -> list[Path]:
     """Run every missing cell of the grid that falls in ``shard`` (index i of n); return the records written.
 
     Raises:
-        ValueError: On an unknown pair name or a bad shard.
+        ValueError: On an unknown pair name, a bad shard or an unknown QAT schedule.
     """
+    if schedule not in SCHEDULES:
+        raise ValueError(f"unknown QAT schedule {schedule!r}; choose from {SCHEDULES}")
     unknown = [p for p in pairs or [] if p not in PAIRS]
     if unknown:
         raise ValueError(f"unknown pairs {unknown}; choose from {sorted(PAIRS)}")
@@ -239,11 +295,48 @@ def run_grid(
             continue
         t0 = time.perf_counter()
         if b is None:
-            rec = run_fp32_cell(pair, seed, bit_list, episodes)
+            rec = run_fp32_cell(pair, seed, bit_list, episodes, out)
         else:
-            rec = run_qat_cell(pair, b, seed, episodes)
+            rec = run_qat_cell(pair, b, seed, episodes, schedule, out)
         rec["cell_seconds"] = round(time.perf_counter() - t0, 1)
         _write(path, rec)
         written.append(path)
         logger.info("cell %s done in %.0f s", path.relative_to(out), rec["cell_seconds"])
     return written
+
+
+def run_zoo_cell(
+    path: str | Path, bits: int, seed: int, episodes: int, recipe: qat_finetune.QatRecipe | None = None
+) -> dict[str, Any]:
+    """QAT fine-tuning of a pretrained (zoo) agent: its fp32, PTQ W+A and deployed QAT returns at ``bits``.
+
+    The agent's weights go into a training model built with the toolkit's hyperparameters for its algorithm
+    and env (its own architecture), whose step counter starts past any warm-up; ``seed`` seeds the fine-tune.
+    """
+    loaded, meta = zoo.load_policy(path)
+    spec = meta["env"]
+    recipe = recipe or qat_finetune.QatRecipe()
+    model = zoo.make_model(meta["algo"], spec, seed=seed, policy_kwargs=loaded.policy_kwargs)
+    model.policy.load_state_dict(loaded.policy.state_dict())
+    model.num_timesteps = int(meta.get("num_timesteps") or 10**6)
+
+    def evaluate(m: BaseAlgorithm) -> list[float]:
+        return envs.evaluate(m, spec, episodes, seed=envs.eval_seed(0)).round(4).tolist()
+
+    fp32 = evaluate(model)
+    calib = envs.record_observations(model, spec, CALIB_STEPS, seed=CHECK_OBS_SEED)
+    state = copy.deepcopy(model.policy.state_dict())
+    ptq.quantize_policy(model, tq.QuantScheme.parse(str(bits)), act_bits=bits, calib_obs=calib)
+    ptq_wa = evaluate(model)
+    ptq.unquantize_policy(model, state)
+    curve = CurveCallback(recipe.finetune_steps)
+    model, info = qat_finetune.finetune_qat(model, spec, bits, recipe, callbacks=[curve])
+    fake_quant = evaluate(model)
+    qat_deploy.deploy_integer(model)
+    return {
+        "kind": "zoo_qat", "path": str(path), "algo": meta["algo"], "env_id": str(spec), "seed": seed,
+        "bits": bits, "episodes": episodes, "fp32": fp32, "ptq_wa": ptq_wa, "qat_fake_quant": fake_quant,
+        "qat_deployed": evaluate(model), "curve": curve.curve,
+        **{k: info[k] for k in ("schedule", "recipe", "finetune_start", "ranges_frozen_at", "lr_seen")},
+        "train_seconds": info["train_seconds"],
+    }  # fmt: skip

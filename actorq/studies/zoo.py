@@ -100,16 +100,20 @@ def hyperparams(algo: str, env_id: str) -> tuple[dict[str, Any], int]:
     raise ValueError(f"unknown algorithm {algo!r}; choose from {sorted(ALGOS)}")
 
 
-def make_model(algo: str, env_id: str, seed: int = 0, **overrides: Any) -> BaseAlgorithm:
-    """A fresh, seeded SB3 model with the toolkit's hyperparameters (``overrides`` win)."""
+def make_model(algo: str, env_id: str | envs.EnvSpec, seed: int = 0, **overrides: Any) -> BaseAlgorithm:
+    """A fresh, seeded SB3 model with the toolkit's hyperparameters (``overrides`` win).
+
+    ``env_id`` may be the :class:`~actorq.studies.envs.EnvSpec` of a loaded zoo agent (its wrappers and
+    observation normalization then apply to the training envs too: QAT fine-tuning of a pretrained agent).
+    """
     algo = algo.lower()
-    kwargs, n_envs = hyperparams(algo, env_id)
+    kwargs, n_envs = hyperparams(algo, str(env_id))
     kwargs.update(overrides)
     venv = envs.make_env(env_id, n_envs=n_envs, seed=seed, training=True)
     if algo in ("ddpg", "td3") and "action_noise" not in kwargs:
         n_act = venv.action_space.shape[0]
         kwargs["action_noise"] = NormalActionNoise(np.zeros(n_act), 0.1 * np.ones(n_act))
-    policy = "CnnPolicy" if envs.is_atari(env_id) else "MlpPolicy"
+    policy = "CnnPolicy" if envs.is_atari(str(env_id)) else "MlpPolicy"
     return ALGOS[algo](policy, venv, seed=seed, device="cpu", verbose=0, **kwargs)
 
 

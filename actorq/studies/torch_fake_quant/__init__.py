@@ -21,6 +21,7 @@ from actorq.studies.torch_fake_quant.fake_quant import (
     quant_layers,
     set_calibrating,
     set_quant_enabled,
+    set_ranges_frozen,
     unwrap_quant_layers,
     wrap_quant_layers,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "quantize_array",
     "set_calibrating",
     "set_quant_enabled",
+    "set_ranges_frozen",
     "to_numpy",
     "unwrap_quant_layers",
     "weight_qparams",

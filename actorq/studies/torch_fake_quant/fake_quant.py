@@ -111,6 +111,8 @@ class QuantLayer(nn.Module):
         self.ema_decay = ema_decay
         self.quant_enabled = True  # False before the QAT quant delay: observe only
         self.calibrating = False  # True: track the plain min/max of every batch (PTQ calibration)
+        # True: training-mode forwards stop moving the range, so the update sees the grid the rollout used.
+        self.ranges_frozen = False
         self.register_buffer("act_min", torch.tensor(math.inf))
         self.register_buffer("act_max", torch.tensor(-math.inf))
         self._lo, self._hi = math.inf, -math.inf  # mirror of act_min/act_max as Python floats
@@ -173,7 +175,7 @@ class QuantLayer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.act_bits is not None:
-            if self.training or self.calibrating:
+            if self.calibrating or (self.training and not self.ranges_frozen):
                 self._observe(x)
             if self.quant_enabled and self.has_range:
                 x = fake_quant_activation(x, self._lo, self._hi, self.act_bits, self._act_qparams())
@@ -247,6 +249,15 @@ def set_calibrating(module: nn.Module, calibrating: bool) -> None:
     """Enter/leave min/max calibration of the activation ranges in every wrapped layer."""
     for _, q in quant_layers(module):
         q.calibrating = calibrating
+
+
+def set_ranges_frozen(module: nn.Module, frozen: bool) -> None:
+    """Freeze (or unfreeze) the activation ranges of every wrapped layer: training forwards stop observing.
+
+    Calibration (:func:`set_calibrating`) still sets the ranges of a frozen layer: freezing only stops the EMA.
+    """
+    for _, q in quant_layers(module):
+        q.ranges_frozen = frozen
 
 
 def activation_ranges(module: nn.Module) -> dict[str, tuple[float, float]]:

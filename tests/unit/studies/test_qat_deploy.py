@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from actorq.report import qat_md
-from actorq.studies import envs, qat, qat_deploy, qat_study
+from actorq.studies import envs, qat, qat_deploy, qat_finetune, qat_study
 from actorq.studies import torch_fake_quant as tq
 
 
@@ -105,14 +105,23 @@ def test_deployed_qat_policy_matches_fake_quant_policy(algo: str, env_id: str, s
         qat_deploy.deploy_integer(model)
 
 
-def test_study_grid_resumes_and_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("schedule", ["finetune", "from_scratch"])
+def test_study_grid_resumes_and_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, schedule: str
+) -> None:
     torch.set_num_threads(1)
-    tiny = qat_study.Pair("ppo", "CartPole-v1", 256)
+    recipe = qat_finetune.QatRecipe(finetune_steps=256, calib_steps=64)
+    tiny = qat_study.Pair("ppo", "CartPole-v1", 256, recipe=recipe)
     monkeypatch.setattr(qat_study, "PAIRS", {tiny.key: tiny})
-    written = qat_study.run_grid(tmp_path, bits=[8], seeds=1, episodes=2)
+    written = qat_study.run_grid(tmp_path, bits=[8], seeds=1, episodes=2, schedule=schedule)
     assert [p.name for p in written] == ["fp32_s0.json", "qat8_s0.json"]
     rec = json.loads(written[1].read_text())
-    assert rec["quant_delay"] == 128 and rec["deploy_check"]["within_bound"]
+    assert rec["schedule"] == schedule and rec["deploy_check"]["within_bound"]
+    if schedule == "finetune":  # fine-tuned the fp32 cell's policy, kept under policies/
+        assert rec["finetune_start"] == 256 and rec["lr_seen"] == [recipe.learning_rate]
+        assert qat_study.policy_path(tmp_path, tiny, 0).exists()
+    else:
+        assert rec["quant_delay"] == 128
     assert len(rec["qat_deployed"]) == 2 and rec["curve"]
     assert qat_study.run_grid(tmp_path, bits=[8], seeds=1, episodes=2) == []  # finished cells are skipped
     report = qat_md.render(tmp_path, seeds=1).read_text()
@@ -120,3 +129,5 @@ def test_study_grid_resumes_and_reports(tmp_path: Path, monkeypatch: pytest.Monk
     assert (tmp_path / f"sweet_spot_{tiny.key}.png").exists()
     with pytest.raises(ValueError, match="unknown pairs"):
         qat_study.run_grid(tmp_path, pairs=["nope"])
+    with pytest.raises(ValueError, match="unknown QAT schedule"):
+        qat_study.run_grid(tmp_path, schedule="sometimes")
