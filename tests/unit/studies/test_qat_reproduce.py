@@ -95,13 +95,15 @@ def test_workers_resume_and_the_report_renders(tmp_path: Path, monkeypatch: pyte
     ran: list[tuple[str, int | None, int]] = []
     crash_at = {"n": 3}
 
-    def fp32(pair: qat_study.Pair, seed: int, bits: list[int], episodes: int) -> dict[str, Any]:
+    def fp32(pair: qat_study.Pair, seed: int, bits: list[int], episodes: int, out: Path) -> dict[str, Any]:
         if len(ran) == crash_at["n"]:
             raise KeyboardInterrupt  # the worker killed mid-grid
         ran.append((pair.key, None, seed))
         return _fake_fp32(pair, seed, bits, episodes)
 
-    def qat(pair: qat_study.Pair, bits: int, seed: int, episodes: int) -> dict[str, Any]:
+    def qat(
+        pair: qat_study.Pair, bits: int, seed: int, episodes: int, schedule: str, out: Path
+    ) -> dict[str, Any]:
         ran.append((pair.key, bits, seed))
         return _fake_qat(pair, bits, seed, episodes)
 
