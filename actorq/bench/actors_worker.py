@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from actorq import algorithms
-from actorq.bench.common import close_workdir
+from actorq.bench.common import START_TIMEOUT_S, close_workdir
 from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
 from actorq.config import ExperimentConfig, replace, save_config
 from actorq.roles.weights_key import ensure_run_key, load_key_file
@@ -35,8 +35,6 @@ from actorq.usage import child_environment
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT_S = 600.0
-"""Imports of TensorFlow, torch and dm_control on a loaded 2-core machine can take minutes."""
 WARMUP_S = 1.0
 
 

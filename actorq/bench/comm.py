@@ -42,6 +42,8 @@ from actorq.bench.actors_worker import BENCH_MAX_SIZE
 from actorq.bench.comm_summary import block_record, format_table, notes, summarize
 from actorq.bench.comm_worker import start_worker
 from actorq.bench.common import (
+    START_DELAY_S,
+    START_TIMEOUT_S,
     blocks_document,
     close_workdir,
     cpu_line,
@@ -56,12 +58,8 @@ from actorq.config import COMM_BITS, ConfigError, ExperimentConfig, load_config,
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT_S = 600.0
-"""TensorFlow, Reverb and torch imports in several processes at once on a loaded machine can take minutes."""
 PREPARE_TIMEOUT_S = 900.0
 """A block's preparation includes every actor's first download over the link (34 MB at 5 Mbit/s: a minute each)."""
-START_DELAY_S = 1.0
-"""A block's common start is this far after its commands are sent."""
 NO_LIMIT = "none"
 """``--rate`` value for a link without a limit."""
 

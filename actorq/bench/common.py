@@ -26,6 +26,12 @@ from actorq.config import ConfigError
 from actorq.hardware import cpu_info
 from actorq.launchers.orchestration import rotated
 
+START_TIMEOUT_S = 600.0
+"""How long a bench worker may take to start: TensorFlow, torch and Reverb imports in several processes at once on a
+loaded 2-core machine can take minutes."""
+START_DELAY_S = 1.0
+"""A block's common start is this far after its commands are sent (every worker must be waiting by then)."""
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")

@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 
 from actorq.bench.common import (
+    START_DELAY_S,
+    START_TIMEOUT_S,
     blocks_document,
     close_workdir,
     cpu_line,
@@ -44,19 +46,12 @@ from actorq.bench.common import (
     write_json,
 )
 from actorq.bench.replay_summary import format_table, notes, projection, summarize
-from actorq.bench.replay_worker import start_worker
+from actorq.bench.replay_worker import SETTLE_S, SETTLE_TIMEOUT_S, start_worker
 from actorq.bench.worker_protocol import BenchWorker
 from actorq.config import ConfigError, ExperimentConfig, load_config, replace, save_config
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT_S = 600.0
-"""TensorFlow and Reverb imports in several processes at once on a loaded 2-core machine can take minutes."""
-START_DELAY_S = 1.0
-"""A block's common start is this far after its commands are sent (every process must be waiting by then)."""
-SETTLE_S = 0.3
-"""Before a block, the table's counts must stay unchanged this long (the sampler's prefetch has refilled)."""
-SETTLE_TIMEOUT_S = 10.0
 FILL_BATCHES = 20
 """The table is filled with at least this many of the learner's batches (and ``replay.min_size``) first."""
 

@@ -30,22 +30,16 @@ from typing import Any
 import numpy as np
 import psutil
 
-from actorq.bench.common import close_workdir, interleave, wait_until
-from actorq.bench.replay_worker import start_worker
+from actorq.bench.common import START_DELAY_S, START_TIMEOUT_S, close_workdir, interleave, wait_until
+from actorq.bench.replay_worker import SETTLE_S, SETTLE_TIMEOUT_S, start_worker
 from actorq.bench.worker_protocol import BenchWorker
 from actorq.config import ExperimentConfig, replace, save_config
 from actorq.config.shards import actor_shard
 
 log = logging.getLogger(__name__)
 
-START_TIMEOUT_S = 600.0
-"""TensorFlow and Reverb imports in several processes at once on a loaded machine can take minutes."""
-START_DELAY_S = 1.0
-"""A block's common start is this far after its commands are sent."""
 SAMPLER_TIMEOUT_MS = 2000
 """How long a shard's limiter may hold the sampler before its worker ends (the block is over by then)."""
-SETTLE_S = 0.3
-SETTLE_TIMEOUT_S = 10.0
 
 
 def process_cpu_s(pid: int) -> float:

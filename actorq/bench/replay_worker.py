@@ -39,6 +39,11 @@ from actorq.usage import child_environment
 
 log = logging.getLogger(__name__)
 
+SETTLE_S = 0.3
+"""Before a block, the table's counts must stay unchanged this long (the sampler's prefetch has refilled)."""
+SETTLE_TIMEOUT_S = 10.0
+"""How long a block waits for the table's counts to settle."""
+
 RECORDED_STEPS = 256
 """Real env steps recorded by each writer; episodes cycle through their observations, rewards and actions."""
 CLOCK_CHECK_STEPS = 32
