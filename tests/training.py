@@ -11,6 +11,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def train_argv(*args: str) -> list[str]:
+    """The command line of ``actorq train ARGS`` run as a module by this interpreter (what every test starts)."""
+    return [sys.executable, "-m", "actorq.cli", "train", *args]
+
+
 def train_summary(
     args: list[str], run_dir: Path, env: dict[str, str] | None = None, timeout: float = 240
 ) -> dict[str, Any]:
@@ -19,7 +24,7 @@ def train_summary(
     Fails the test, with the run's errors and stderr, when no summary was written or the command did not exit 0.
     """
     result = subprocess.run(
-        [sys.executable, "-m", "actorq.cli", "train", *args, "--quiet", "--run-dir", str(run_dir)],
+        train_argv(*args, "--quiet", "--run-dir", str(run_dir)),
         cwd=ROOT,
         env=env,
         capture_output=True,

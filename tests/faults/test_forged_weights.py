@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from actorq.quantize.signing import generate_key
 from tests.conftest import tiny_config
 from tests.faults._helpers import ROOT, last, log_lines, role_pid, rows, stop_owned
 from tests.messages import rebuild, split
+from tests.training import train_argv
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.faults
@@ -96,8 +96,7 @@ def run(tmp_path_factory):
     save_config(config, base / "in.yaml")
     with (base / "launcher.out").open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "actorq.cli", "train", str(base / "in.yaml"), "--run-dir", str(run_dir)]
-            + ["--quiet"],
+            train_argv(str(base / "in.yaml"), "--run-dir", str(run_dir)) + ["--quiet"],
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,

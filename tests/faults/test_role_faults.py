@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from tests.faults._helpers import (
     stop_owned,
     table_sizes,
 )
+from tests.training import train_argv
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.faults
@@ -95,7 +95,7 @@ def _start_run(run_dir: Path) -> Run:
     save_config(config, run_dir.parent / f"{run_dir.name}.yaml")
     with (run_dir.parent / f"{run_dir.name}.out").open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "actorq.cli", "train", str(run_dir.parent / f"{run_dir.name}.yaml")]
+            train_argv(str(run_dir.parent / f"{run_dir.name}.yaml"))
             + ["--run-dir", str(run_dir)]
             + ["--quiet"],
             cwd=ROOT,
@@ -388,8 +388,7 @@ def test_learner_kill_ends_the_run_and_resume_continues_from_the_checkpoint(run)
 
     started = time.time()
     resumed = subprocess.run(
-        [sys.executable, "-m", "actorq.cli", "train", "--resume", str(d), "--quiet"]
-        + ["--max-actor-steps", str(actor_steps + 1500)],
+        train_argv("--resume", str(d), "--quiet") + ["--max-actor-steps", str(actor_steps + 1500)],
         cwd=ROOT,
         capture_output=True,
         text=True,

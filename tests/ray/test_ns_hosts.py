@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from actorq.status import read_status
 from tests.conftest import tiny_config
 from tests.faults._helpers import alive
 from tests.ray.conftest import role_workers
+from tests.training import train_argv
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.ray
@@ -74,7 +74,7 @@ class Run:
         self.run_dir = cluster.run_root / name
         self.key = cluster.distribute_key(name)
         save_config(config, self.run_dir.parent / f"{name}.yaml")
-        argv = [sys.executable, "-m", "actorq.cli", "train", str(self.run_dir.parent / f"{name}.yaml")]
+        argv = train_argv(str(self.run_dir.parent / f"{name}.yaml"))
         argv += [
             "--run-dir",
             str(self.run_dir),

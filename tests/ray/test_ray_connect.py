@@ -20,7 +20,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from actorq.config import save_config
 from actorq.launchers.topology import topology
 from actorq.status import read_status
 from tests.conftest import tiny_config
+from tests.training import train_argv
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,15 +57,11 @@ def _free_port() -> int:
 def _train(tmp_path: Path, config, *extra: str) -> tuple[list[str], Path]:
     save_config(config, tmp_path / "in.yaml")
     run_dir = tmp_path / "run"
-    command = [
-        sys.executable,
-        "-m",
-        "actorq.cli",
-        "train",
+    command = train_argv(
         str(tmp_path / "in.yaml"),
         "--run-dir",
         str(run_dir),
-    ]
+    )
     return [*command, "--launcher", "ray", "--quiet", *extra], run_dir
 
 

@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from actorq.metrics import read_metrics
 from actorq.status import read_status
 from tests.conftest import tiny_config
 from tests.faults._helpers import alive
+from tests.training import train_argv
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,17 +29,13 @@ pytestmark = pytest.mark.slow
 def _train(run_dir: Path, *extra: str, timeout: float = 400) -> subprocess.CompletedProcess:
     """Train the config saved beside ``run_dir`` (a run directory must start empty)."""
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "actorq.cli",
-            "train",
+        train_argv(
             str(run_dir.parent / "in.yaml"),
             "--run-dir",
             str(run_dir),
             "--quiet",
             *extra,
-        ],
+        ),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -143,16 +139,12 @@ def test_signal_stops_every_role_and_writes_summary(tmp_path, sig):
     save_config(config, tmp_path / "in.yaml")
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "actorq.cli",
-            "train",
+        train_argv(
             str(tmp_path / "in.yaml"),
             "--run-dir",
             str(run_dir),
             "--quiet",
-        ],
+        ),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -199,18 +191,14 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
     rows_before = len(read_metrics(run_dir / "learner" / "metrics.csv"))
     key = (run_dir / "secrets" / "weights.key").read_text()
     resumed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "actorq.cli",
-            "train",
+        train_argv(
             "--resume",
             str(run_dir),
             "--quiet",
             "--max-actor-steps",
             # Beyond where the first run stopped (fast actors overshoot its 1500 by up to a metrics period).
             str(before["actor_steps"] + 1500),
-        ],
+        ),
         cwd=ROOT,
         capture_output=True,
         text=True,

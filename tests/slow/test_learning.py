@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.training import train_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -20,11 +21,7 @@ def test_dqn_cartpole_int8_actors_reach_195(tmp_path):
     # reach 195 after 10k-56k actor steps (18-50 s), and one CI run ran out of those 60k steps at 73 s without a
     # 5-episode evaluation at 195. What this test guards is that int8 actors learn, not the step budget.
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "actorq.cli",
-            "train",
+        train_argv(
             "configs/dqn/gym_cartpole.yaml",
             "--precision",
             "int8",
@@ -40,7 +37,7 @@ def test_dqn_cartpole_int8_actors_reach_195(tmp_path):
             "network.policy_layers=[256,256]",
             "evaluator.episodes=5",
             "max_actor_steps=0",
-        ],
+        ),
         cwd=ROOT,
         capture_output=True,
         text=True,
