@@ -249,7 +249,7 @@ def given_for(plans: Sequence[Plan], run: RunData) -> Given | None:
     if not split:
         return None
     envs = int(run.cfg("actor", "envs_per_actor", 1))
-    where = f"{plan.name}: {split[0].split}"
+    where = f"plan {plan.path}: {split[0].split}"  # the machine is named once, in ``Estimate.plan``
     same = [c for c in split if c.precision == run.precision and c.envs_per_actor == envs]
     if same:
         capacity = Estimate(
