@@ -95,13 +95,43 @@ def cpu_info() -> dict[str, Any]:
     }
 
 
+FINGERPRINT_KEYS = ("model", "arch", "flags", "isa_limit", "l2_bytes", "l3_bytes")
+"""The :func:`cpu_info` fields that decide which kernels a machine picks and how fast they run. The model name alone
+does not tell machines apart: a Zen 3 and a Zen 4 EPYC both say "AMD EPYC"; their flags and L2 do."""
+
+
 def cpu_fingerprint() -> str:
     """A short hash of the model, flags and ISA limits: equal on machines that would pick the same kernels."""
     info = cpu_info()
-    key = json.dumps(
-        {k: info[k] for k in ("model", "arch", "flags", "isa_limit", "l2_bytes", "l3_bytes")}, sort_keys=True
-    )
+    key = json.dumps({k: info[k] for k in FINGERPRINT_KEYS}, sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def machine_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Where two :func:`cpu_info` records (a bench's, a run's ``summary.hardware``) differ, one ``field: a vs b``
+    per field of :data:`FINGERPRINT_KEYS` and ``cores``; empty: figures measured on one transfer to the other.
+
+    Flags compare as the set of those that are on (records of older versions list fewer flags as off); a field
+    one record lacks differs from any value (an old record cannot show it ran on the same machine)."""
+    out = []
+    for key in ("cores", *FINGERPRINT_KEYS):
+        va, vb = a.get(key), b.get(key)
+        if key == "flags":
+            va = sorted(f for f, on in (va or {}).items() if on) if va is not None else None
+            vb = sorted(f for f, on in (vb or {}).items() if on) if vb is not None else None
+        elif key == "isa_limit":
+            va, vb = va or {}, vb or {}
+        if va != vb:
+            out.append(f"{key}: {_short(va)} vs {_short(vb)}")
+    return out
+
+
+def _short(value: Any) -> str:
+    if value is None:
+        return "not recorded"
+    if isinstance(value, list):
+        return " ".join(map(str, value)) or "none"
+    return str(value)
 
 
 def cpu_summary() -> str:

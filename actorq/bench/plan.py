@@ -37,7 +37,8 @@ from actorq.bench.plan_model import (
     recommend,
     spi_grid,
 )
-from actorq.config import PRECISIONS, ConfigError, load_config
+from actorq.config import PRECISIONS, ConfigError, load_config, to_dict
+from actorq.report.plan_input import network_sizes
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,7 @@ def _main(args: argparse.Namespace) -> int:
         meta = {
             "config": args.config, "overrides": list(args.overrides), "task": f"{config.env.suite}:{config.env.task}",
             "algorithm": config.algorithm, "policy_layers": list(config.network.policy_layers), "batch_size": batch,
+            "layers": network_sizes(to_dict(config)),
             "config_spi": config.replay.samples_per_insert, "quick": args.quick, "seconds": timing.seconds,
             "repeats": timing.repeats, "cores": cores, "splits": [s.name for s in splits],
             "learner_steps_per_s_given": args.learner_steps_per_s, "actor_cores_given": args.actor_cores,

@@ -19,6 +19,8 @@ Modules, from the bottom up (each imports only modules above it in this list; no
 * ``measure``: per-run measurements (rates, breakdown, energy, blocked shares) from a run or its record;
 * ``records``: curated run records, written by ``actorq experiment`` and read by the report (``load_runs``);
 * ``paired``: reward against fp32 seed by seed at equal env steps or learner steps;
+* ``plan_input``: ``actorq report --plan``: the regime model's C and S_p from an ``actorq plan --json`` file,
+  refused when its config or machine is not the runs';
 * ``analysis``: runs grouped per task and label into tables (threshold, times, speed-ups, regimes);
 * ``markdown``, ``grid_md``, ``projection_md``: the report's text and tables;
 * ``render``: the figures;

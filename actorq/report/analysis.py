@@ -22,6 +22,7 @@ from actorq.report.measure import (
     rates,
 )
 from actorq.report.paired import PairedReward, paired_reward
+from actorq.report.plan_input import Plan, given_for
 from actorq.report.regime import assess, predicted_speedup
 from actorq.report.runs import RunData, split_label
 
@@ -51,6 +52,8 @@ class TaskTable:
     """Config keys (other than precision, wire bits and seed) whose values differ between the task's runs."""
     window: int = stats.DEFAULT_WINDOW
     """k, the evaluations the threshold smooths over (and the final reward averages)."""
+    plans: tuple[str, ...] = ()
+    """The plans (``actorq report --plan``) of this task, by name: the tables then say per cell where C came from."""
 
     def labels(self) -> list[str]:
         """Sweep cell by sweep cell, fp32, fp16, int8 and then other labels within each."""
@@ -119,6 +122,27 @@ class TaskTable:
 
         return predicted_speedup(delivered(label), delivered(self.base_of(label, base)))
 
+    def capacity_from(self, label: str, base: str = "fp32") -> str:
+        """Where C behind ``label``'s predicted speed-up came from (its runs' and its ``base`` cell's):
+        ``plan FILE, MACHINE``, ``run NAME`` / ``runs A, B`` (never-starved runs), or none."""
+        labels = dict.fromkeys([label, self.base_of(label, base)])
+        estimates = [
+            m.regime.capacity if m.regime else None for lab in labels for m in self.runs.get(lab, [])
+        ]
+        plans = [e.plan for e in estimates if e is not None and e.plan]
+        names = [n for e in estimates if e is not None and not e.plan for n in e.runs]
+        parts = list(dict.fromkeys(plans))
+        names = list(dict.fromkeys(names))
+        if names:
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            parts.append(("run " if len(names) == 1 else "runs ") + shown)
+        missing = sum(e is None for e in estimates)
+        if missing:
+            parts.append(
+                f"none for {missing} of {len(estimates)} runs (no never-starved run, not timed by a plan)"
+            )
+        return "; ".join(parts) or "-"
+
     def paired_reward(self, label: str, axis: str = "actor_steps", base: str = "fp32") -> PairedReward | None:
         """``label``'s reward against ``base`` of its sweep cell, seed by seed, over the same steps of ``axis``
         (:mod:`actorq.report.paired`)."""
@@ -186,8 +210,12 @@ def build_tables(
     fraction: float = stats.DEFAULT_FRACTION,
     statistic: str = "mean",
     base: str = "fp32",
+    plans: tuple[Plan, ...] = (),
 ) -> list[TaskTable]:
-    """Group runs by task and label; the threshold comes from the ``base`` label's runs (all runs if none)."""
+    """Group runs by task and label; the threshold comes from the ``base`` label's runs (all runs if none).
+
+    ``plans``: C and S_p of the runs whose setting a plan of their task timed (checked against the runs first:
+    :func:`actorq.report.plan_input.check_plans`)."""
     tables = []
     for task in sorted({r.task for r in runs}):
         group = [r for r in runs if r.task == task]
@@ -203,11 +231,13 @@ def build_tables(
             by_label.setdefault(run.label, []).append(measure_run(run, threshold, k, statistic))
         everyone = [m for ms in by_label.values() for m in ms]
         _same_actor_rate_source(everyone)
-        for m, regime in zip(everyone, assess([rates(m) for m in everyone]), strict=True):
+        given = [given_for(plans, m.run) for m in everyone] if plans else None
+        for m, regime in zip(everyone, assess([rates(m) for m in everyone], given), strict=True):
             m.regime = regime
         table = TaskTable(
-            task, best, max(raw) if raw else None, threshold, threshold_source, by_label, window=k
-        )
+            task, best, max(raw) if raw else None, threshold, threshold_source, by_label, window=k,
+            plans=tuple(p.name for p in plans if p.task == task),
+        )  # fmt: skip
         swept = {key for r in group for key in r.sweep}
         table.config_differences = {
             k: v for k, v in config_differences([r.config for r in group]).items() if k not in swept

@@ -1,6 +1,9 @@
 """``actorq report DIR... --out OUT``: the paper-style markdown report with PNG figures, from run directories.
 
 Also renders benchmark results given with ``--bench FILE.json`` (from ``actorq bench actors|ablation --json``).
+With ``--plan PLAN.json`` (from ``actorq plan --json``, repeatable: one per task) the regime model's learner
+capacity C, and the actors' supply S_p where the plan timed the run's setting, come from the plan, measured on the
+runs' machine (:mod:`actorq.report.plan_input`); a plan of another config or machine is refused.
 Writes ``OUT/report.md``, the figures beside it, and ``OUT/report.json`` with the numbers behind the tables.
 """
 
@@ -21,6 +24,7 @@ from actorq.report import projection_md as pmd
 from actorq.report.analysis import PROJECTION_K, TaskTable, build_tables
 from actorq.report.disturbance import disturbed_note
 from actorq.report.paired import AXES
+from actorq.report.plan_input import check_plans, load_plan
 from actorq.report.records import load_runs
 from actorq.report.runs import split_label
 
@@ -214,6 +218,7 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
                 },
                 "regimes": [m.regime.label if m.regime else None for m in t.runs[label]],
                 "predicted_speedup": t.predicted_speedup(label),
+                **({"capacity_from": t.capacity_from(label)} if t.plans else {}),
                 "paired_reward": {axis: _paired_json(t, label, axis) for axis in AXES},
                 "projected_s": {
                     ("inf" if math.isinf(k) else str(k)): stats.censored_median(
@@ -258,12 +263,22 @@ def build_report(
     k: int = stats.DEFAULT_WINDOW,
     fraction: float = stats.DEFAULT_FRACTION,
     statistic: str = "mean",
+    plans: list[str] | None = None,
 ) -> Path:
-    """Write ``out/report.md`` (+ figures, ``report.json``); returns the markdown path."""
+    """Write ``out/report.md`` (+ figures, ``report.json``); returns the markdown path.
+
+    ``plans``: ``actorq plan --json`` files whose C (and S_p) the regime model uses for the runs they describe.
+
+    Raises:
+        actorq.report.plan_input.PlanError: a plan cannot be read, or its config or machine is not its runs'
+            (checked before anything is written).
+    """
+    runs, skipped = load_runs(paths)
+    loaded = tuple(load_plan(p) for p in plans or [])
+    check_plans(loaded, runs)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    runs, skipped = load_runs(paths)
-    tables = build_tables(runs, k=k, fraction=fraction, statistic=statistic)
+    tables = build_tables(runs, k=k, fraction=fraction, statistic=statistic, plans=loaded)
     s = ["# ActorQ reproduction report\n"]
     s.append(
         f"{len(runs)} runs from {', '.join(map(str, paths)) or '-'}; "
@@ -271,6 +286,12 @@ def build_report(
         + "; ".join(f"{p.name} ({why})" for p, why in skipped)
         + "\n"
     )
+    if loaded:
+        s.append(
+            "The regime model's learner capacity C (and the actors' S_p where timed) from "
+            + "; ".join(f"{p.name} ({p.task})" for p in loaded)
+            + " for the runs whose cores, precision and envs per actor it timed.\n"
+        )
     if runs:
         s += ["## Definitions\n", md.definitions(k, fraction, statistic), ""]
     for t in tables:
@@ -295,7 +316,9 @@ def _main(args: argparse.Namespace) -> int:
     if not 0 < args.fraction <= 1:
         sys.stderr.write("error: --fraction must be in (0, 1]\n")
         return 2
-    path = build_report(args.dirs, args.out, args.bench, args.window, args.fraction, args.statistic)
+    path = build_report(
+        args.dirs, args.out, args.bench, args.window, args.fraction, args.statistic, args.plan
+    )
     sys.stdout.write(f"report: {path}\n")
     return 0
 
@@ -333,6 +356,14 @@ def add_subcommands(subparsers: Any) -> None:
     parser.add_argument("--out", required=True, help="output directory (report.md, figures, report.json)")
     parser.add_argument(
         "--bench", action="append", default=[], metavar="JSON", help="bench results to include"
+    )
+    parser.add_argument(
+        "--plan",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="`actorq plan --json` file of the runs' config and machine (one per task): the regime model's C and "
+        "S_p come from it, so an actor-bound grid gets a predicted speed-up",
     )
     parser.add_argument("--window", type=int, default=stats.DEFAULT_WINDOW, help="evaluations smoothed (k)")
     parser.add_argument(

@@ -50,6 +50,8 @@ def ci_table(t: TaskTable) -> str:
         "best reward, IQM [95% CI]",
         "P(final reward > fp32's) [95% CI]",
     ]
+    if t.plans:
+        header.insert(header.index("predicted speed-up (model)") + 1, "C from (model)")
     row = paper.TABLE2.get(t.task)
     if row:
         header += ["paper time (s)", "paper speed-up"]
@@ -71,6 +73,8 @@ def ci_table(t: TaskTable) -> str:
             intervals.iqm_ci([m.best_smoothed for m in runs]).fmt(1),
             "-" if base else t.improvement_ci(label).fmt(2),
         ]
+        if t.plans:
+            cells.insert(5, t.capacity_from(label))
         if row:
             cells += [fmt(row.time_s(head), 0), fmt(row.speedup(head), 2, "x")]
         rows.append(cells)
@@ -112,7 +116,17 @@ def ci_note(t: TaskTable) -> str:
         ("paired reward differences (below)", "mean"),
     ]
     lines = "\n".join(f"- {what}: {coverage.note(method, n)}." for what, method in methods)
-    return f"{CI_NOTE}\n\nThe intervals, their methods and their real coverage at {n} seeds:\n\n{lines}"
+    plan = f"\n\n{PLAN_NOTE}" if t.plans else ""
+    return f"{CI_NOTE}{plan}\n\nThe intervals, their methods and their real coverage at {n} seeds:\n\n{lines}"
+
+
+PLAN_NOTE = (
+    "C from (model): where the learner's capacity C behind the cell's predicted speed-up (its runs' and its fp32 "
+    "cell's) was measured: `plan FILE, MACHINE` (`actorq report --plan`: `actorq plan` timed the learner, never "
+    "starved, beside actors of the run's precision and envs per actor on the run's cores, and those actors' S_p, "
+    "on this machine), or the never-starved runs it is the median of. A run whose cores the plan did not time "
+    "keeps C from the runs."
+)
 
 
 CI_NOTE = (

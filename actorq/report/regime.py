@@ -32,6 +32,11 @@ what it does alone).
   median of such runs of the same task, batch and machine, preferring the same precision and sweep cell. A
   starved learner's own rate is what the actors allowed, not its capacity, so it is never used as C; with no such
   run C is unknown and so is the prediction.
+
+**Given parameters** (``actorq report --plan PLAN.json``): C, and S_p where the plan timed the run's precision,
+``envs_per_actor`` and cores, measured by ``actorq plan`` on the runs' machine (:mod:`actorq.report.plan_input`
+finds them and refuses a plan of another config or machine). A given parameter replaces the one from the runs for
+that run, so every run of a plan's setting is predicted from the same figures as the plan's own table.
 """
 
 from __future__ import annotations
@@ -105,6 +110,21 @@ class Estimate:
 
     value: float
     source: str
+    """How and where it was measured, as the report prints it."""
+    runs: tuple[str, ...] = ()
+    """The runs it was measured in (empty: measured outside the runs, e.g. by ``actorq plan``)."""
+    plan: str = ""
+    """The plan it was measured by (``plan FILE, MACHINE``; empty: measured in the runs)."""
+
+
+@dataclass(frozen=True)
+class Given:
+    """Model parameters for one run measured outside the runs (``actorq plan``); None: take it from the runs."""
+
+    capacity: Estimate | None = None
+    """C, learner samples/s when never starved."""
+    supply: Estimate | None = None
+    """S_p, the actors' env steps/s when never blocked."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +217,7 @@ def predicted_speedup(delivered: Sequence[float | None], base: Sequence[float | 
 def _capacity(run: RunRates, runs: Sequence[RunRates]) -> Estimate | None:
     """C for ``run`` (see the module docstring): this run, else the closest never-starved runs."""
     if run.never_starved and run.learner_samples_per_s:
-        return Estimate(run.learner_samples_per_s, "this run, learner never starved")
+        return Estimate(run.learner_samples_per_s, "this run, learner never starved", (run.name,))
     peers = [r for r in runs if r.group == run.group and r.never_starved and r.learner_samples_per_s]
     for match, where in (
         (lambda r: r.precision == run.precision and r.cell == run.cell, "same precision and cell"),
@@ -208,7 +228,8 @@ def _capacity(run: RunRates, runs: Sequence[RunRates]) -> Estimate | None:
         chosen = [r for r in peers if match(r)]
         if chosen:
             value = statistics.median(r.learner_samples_per_s for r in chosen)
-            return Estimate(value, f"median of {len(chosen)} never-starved runs: {where}")
+            names = tuple(r.name for r in chosen)
+            return Estimate(value, f"median of {len(chosen)} never-starved runs: {where}", names)
     return None
 
 
@@ -219,13 +240,24 @@ def _supply(run: RunRates) -> Estimate | None:
     return Estimate(run.actor_free_rate, how.get(run.actor_free_source or "", "actors' timings"))
 
 
-def assess(runs: Sequence[RunRates]) -> list[Regime]:
-    """Each run's :class:`Regime`, in order, for runs measured together (C may come from one run for another)."""
+def assess(runs: Sequence[RunRates], given: Sequence[Given | None] | None = None) -> list[Regime]:
+    """Each run's :class:`Regime`, in order, for runs measured together (C may come from one run for another).
+
+    ``given[i]``: parameters of ``runs[i]`` measured outside the runs (see the module docstring), each used in
+    place of the one the runs give.
+
+    Raises:
+        ValueError: ``given`` is not one entry per run.
+    """
+    if given is not None and len(given) != len(runs):
+        raise ValueError(f"given: one entry per run, got {len(given)} for {len(runs)} runs")
     out = []
-    for run in runs:
+    for i, run in enumerate(runs):
         spi = run.samples_per_insert
-        capacity = None if spi <= 0 else _capacity(run, runs)
-        supply = _supply(run)
+        outside = given[i] if given is not None else None
+        outside = outside or Given()
+        capacity = None if spi <= 0 else (outside.capacity or _capacity(run, runs))
+        supply = outside.supply or _supply(run)
         predicted = predicted_label(
             supply.value if supply else None, capacity.value if capacity else None, spi
         )

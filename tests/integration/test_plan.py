@@ -13,6 +13,7 @@ import pytest
 
 from actorq.bench.plan_model import make_splits
 from actorq.config import load_config
+from actorq.report.plan_input import load_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = "configs/dqn/gym_cartpole.yaml"
@@ -40,6 +41,10 @@ def test_plan_quick_times_every_split_and_names_a_setting_the_config_accepts(tmp
     cells = {(m["split"]["name"], m["precision"]) for m in meta["measurements"]}
     assert cells == {(s, p) for s in meta["splits"] for p in ("fp32", "int8")}
     assert all(m["supply"] > 0 and m["capacity"] > 0 and m["kernel"] for m in meta["measurements"])
+    # What `actorq report --plan` reads: the network sizes the runs must match, every measurement.
+    assert meta["layers"] == {"policy_layers": [64, 64]}
+    plan = load_plan(out)
+    assert plan.task == "gym:CartPole-v1" and len(plan.cells) == len(meta["measurements"])
     # Every measurement at every spi (the config's 8 is in the list), each against fp32 at its own setting.
     assert len(doc["summary"]) == len(cells) * 2
     assert all(r["speedup_vs_fp32"] == 1.0 for r in doc["summary"] if r["precision"] == "fp32")

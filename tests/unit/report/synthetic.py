@@ -56,6 +56,8 @@ def make_run(
     untrained_evals: int = 0,
     max_actor_steps: int | None = None,
     actor_cpu_per_step: float | None = None,
+    config_extra: dict | None = None,
+    hardware: dict | None = None,
 ) -> Path:
     """One finished run: ``len(returns)`` evaluations every 10 s, one actor at ``steps_per_s``.
 
@@ -63,6 +65,8 @@ def make_run(
     rate-limiter wait from the 3rd metrics row on (the first rows are unthrottled), pull/decode/apply the rest.
     The first ``untrained_evals`` evaluations are made at learner step 0 (before the learner's first update).
     ``actor_cpu_per_step``: the actor also records its CPU seconds (``cpu_s``: 2 s of start-up + this per step).
+    ``config_extra``: config sections merged over the defaults (section by section); ``hardware``: the summary's
+    ``hardware`` record (the CPU the run ran on).
     The replay server's snapshots agree with the wait: with ``adder_wait`` the limiter sits at the actors' bound
     (the actors blocked, the learner never starved), without it at the learner's (the learner starved).
     """
@@ -152,6 +156,8 @@ def make_run(
         "seed": seed,
         "max_actor_steps": max_actor_steps,
     }
+    for section, values in (config_extra or {}).items():
+        config[section] = {**config.get(section, {}), **values} if isinstance(values, dict) else values
     (path / "config.yaml").write_text(yaml.safe_dump(config))
     summary = {
         "algorithm": "d4pg",
@@ -174,5 +180,7 @@ def make_run(
     }
     if label:
         summary["label"] = label
+    if hardware is not None:
+        summary["hardware"] = hardware
     (path / "summary.json").write_text(json.dumps(summary))
     return path
