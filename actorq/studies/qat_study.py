@@ -4,7 +4,8 @@ The grid is (agent-task pair) x (fp32 | QAT at each bit width) x (training seed)
 small JSON record under ``<out>/records/<pair>/`` (episode returns, learning curve, weight and activation
 ranges, the deployment check); a re-run skips cells whose record exists, so the study resumes where it stopped
 and several shards (``shard=(i, n)``) can share the grid. An fp32 cell also holds the PTQ results of its
-policy at every bit width (weights only, and weights + activations calibrated on 500 recorded observations).
+policy at every bit width (weights only, and weights + activations calibrated on 500 recorded observations);
+a rerun with more widths completes existing fp32 records from their kept policies.
 A QAT cell, under the default ``finetune`` schedule, fine-tunes the fp32 cell's policy (same pair and seed; its
 weights are kept under ``<out>/policies/``, or retrained with the same seed when missing) with fake quantization by
 the pair's :class:`~actorq.studies.qat_finetune.QatRecipe`; the ``from_scratch`` schedule (the committed
@@ -179,12 +180,40 @@ def action_stats(model: BaseAlgorithm, obs: np.ndarray) -> dict[str, float]:
             logits = pol.q_net(x) if hasattr(pol, "q_net") else pol.get_distribution(x).distribution.logits
             top2 = torch.topk(logits, 2, dim=1).values
             return {"median_action_gap": float((top2[:, 0] - top2[:, 1]).median())}
-        a = pol.actor(x)
+        a = pol._predict(x, deterministic=True)  # SAC's actor(x) would sample
     return {"saturated_fraction": float((a.abs() >= 0.99).float().mean())}
 
 
-def _evaluate(model: BaseAlgorithm, pair: Pair, episodes: int) -> list[float]:
-    return envs.evaluate(model, pair.env_id, episodes, seed=envs.eval_seed(0)).round(4).tolist()
+def evaluate(model: BaseAlgorithm, env: str | envs.EnvSpec, episodes: int, replicate: int = 0) -> list[float]:
+    """Greedy episode returns on evaluation seed ``replicate`` (a pair's cells all use replicate 0)."""
+    return envs.evaluate(model, env, episodes, seed=envs.eval_seed(replicate)).round(4).tolist()
+
+
+def ptq_widths(
+    model: BaseAlgorithm,
+    env: str | envs.EnvSpec,
+    bits: list[int],
+    episodes: int,
+    calib: np.ndarray,
+    replicate: int = 0,
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, Any]]:
+    """PTQ W and W+A of ``model`` at each width, evaluated, the model restored after each; returns
+    ``({"ptq_w": {bits: returns}, "ptq_wa": {...}}, activation ranges of the first W+A)``.
+
+    The one PTQ definition of the study: an fp32 cell, the completion of an older fp32 record and a zoo agent's
+    fp32 replicate all come through here, with activation ranges calibrated on ``calib``.
+    """  # fmt: skip
+    state = copy.deepcopy(model.policy.state_dict())
+    res: dict[str, dict[str, list[float]]] = {"ptq_w": {}, "ptq_wa": {}}
+    act_ranges: dict[str, Any] = {}
+    for b in bits:
+        for key, act in (("ptq_w", None), ("ptq_wa", b)):
+            rep = ptq.quantize_policy(model, tq.QuantScheme.parse(str(b)), act_bits=act, calib_obs=calib)
+            res[key][str(b)] = evaluate(model, env, episodes, replicate)
+            if act is not None and not act_ranges:
+                act_ranges = rep["activation_ranges"]
+            ptq.unquantize_policy(model, state)
+    return res, act_ranges
 
 
 def run_fp32_cell(
@@ -199,18 +228,9 @@ def run_fp32_cell(
     if out is not None:
         policy_path(out, pair, seed).parent.mkdir(parents=True, exist_ok=True)
         torch.save(model.policy.state_dict(), policy_path(out, pair, seed))
-    fp32 = _evaluate(model, pair, episodes)
+    fp32 = evaluate(model, pair.env_id, episodes)
     calib = envs.record_observations(model, pair.env_id, CALIB_STEPS, seed=CHECK_OBS_SEED)
-    state = copy.deepcopy(model.policy.state_dict())
-    res: dict[str, dict[str, list[float]]] = {"ptq_w": {}, "ptq_wa": {}}
-    act_ranges: dict[str, Any] = {}
-    for b in bits:
-        for key, act in (("ptq_w", None), ("ptq_wa", b)):
-            rep = ptq.quantize_policy(model, tq.QuantScheme.parse(str(b)), act_bits=act, calib_obs=calib)
-            res[key][str(b)] = _evaluate(model, pair, episodes)
-            if act is not None and not act_ranges:
-                act_ranges = rep["activation_ranges"]
-            ptq.unquantize_policy(model, state)
+    res, act_ranges = ptq_widths(model, pair.env_id, bits, episodes, calib)
     return {
         "kind": "fp32", "pair": pair.key, "algo": pair.algo, "env_id": pair.env_id, "steps": pair.steps,
         "seed": seed, "episodes": episodes, "train_seconds": round(train_s, 1), "curve": curve.curve,
@@ -240,8 +260,22 @@ def run_qat_cell(
         )  # fmt: skip
         sched = {"schedule": "from_scratch", "quant_delay": info["quant_delay"]}
         sched["quant_enabled_at"] = info["quant_enabled_at"]
-    fake_quant = _evaluate(model, pair, episodes)
-    obs = envs.record_observations(model, pair.env_id, CALIB_STEPS, seed=CHECK_OBS_SEED)
+    return {
+        "kind": "qat", "pair": pair.key, "algo": pair.algo, "env_id": pair.env_id, "steps": pair.steps,
+        "seed": seed, "bits": bits, "act_bits": info["act_bits"], **sched, "episodes": episodes,
+        "train_seconds": info["train_seconds"], "curve": curve.curve,
+        **qat_outcome(model, pair.env_id, episodes), "activation_ranges": info["activation_ranges"],
+    }  # fmt: skip
+
+
+def qat_outcome(
+    model: BaseAlgorithm, env: str | envs.EnvSpec, episodes: int, replicate: int = 0
+) -> dict[str, Any]:
+    """Evaluate a trained QAT model as the fake-quant graph, check and deploy it as integers (in place),
+    evaluate the deployed policy: the record fields ``qat_fake_quant``, ``qat_deployed``, ``deploy_check``,
+    ``weight_ranges`` and ``action_stats``."""
+    fake_quant = evaluate(model, env, episodes, replicate)
+    obs = envs.record_observations(model, env, CALIB_STEPS, seed=CHECK_OBS_SEED)
     stats = action_stats(model, obs)
     ranges = weight_ranges(model)
     a_fq = qat_deploy.actions(model, obs)
@@ -253,14 +287,42 @@ def run_qat_cell(
     else:
         check["max_action_diff"] = float(np.max(np.abs(a_fq.astype(np.float64) - a_int)))
     check["deployed_layers"] = deployed_layers
-    deployed = _evaluate(model, pair, episodes)
     return {
-        "kind": "qat", "pair": pair.key, "algo": pair.algo, "env_id": pair.env_id, "steps": pair.steps,
-        "seed": seed, "bits": bits, "act_bits": info["act_bits"], **sched, "episodes": episodes,
-        "train_seconds": info["train_seconds"], "curve": curve.curve, "qat_deployed": deployed,
-        "qat_fake_quant": fake_quant, "deploy_check": check, "weight_ranges": ranges,
-        "activation_ranges": info["activation_ranges"], "action_stats": stats,
+        "qat_deployed": evaluate(model, env, episodes, replicate), "qat_fake_quant": fake_quant,
+        "deploy_check": check, "weight_ranges": ranges, "action_stats": stats,
     }  # fmt: skip
+
+
+def complete_fp32_record(path: Path, out: Path, pair: Pair, seed: int, bits: list[int]) -> list[int]:
+    """Add PTQ W and W+A at the widths of ``bits`` that the fp32 record at ``path`` lacks; returns them.
+
+    A record made with fewer ``--bits`` is completed from the policy its cell kept (:func:`policy_path`, loaded
+    with ``weights_only``), with the calibration observations and evaluation episodes :func:`run_fp32_cell`
+    uses, so the added entries are what that cell would have written. The widths added are listed in the
+    record's ``ptq_completed``; the record is rewritten atomically. When the policy file is missing nothing is
+    retrained (a same-seed retrain need not reproduce the policy whose fp32 returns the record holds): the gap
+    is logged with how to fill it, and ``[]`` returned.
+    """
+    rec = json.loads(path.read_text())
+    missing = [b for b in bits if str(b) not in rec["ptq_w"] or str(b) not in rec["ptq_wa"]]
+    if not missing:
+        return []
+    weights = policy_path(out, pair, seed)
+    if not weights.exists():
+        logger.warning(
+            "%s lacks PTQ at %s bits and its policy %s is missing: not completed (delete the record to rerun "
+            "the fp32 cell, which retrains it)", path, missing, weights,
+        )  # fmt: skip
+        return []
+    model = zoo.make_model(pair.algo, pair.env_id, seed=seed, **pair.overrides)
+    model.policy.load_state_dict(torch.load(weights, weights_only=True))
+    calib = envs.record_observations(model, pair.env_id, CALIB_STEPS, seed=CHECK_OBS_SEED)
+    res, _ = ptq_widths(model, pair.env_id, missing, int(rec["episodes"]), calib)
+    for key in ("ptq_w", "ptq_wa"):
+        rec[key].update(res[key])
+    rec["ptq_completed"] = sorted({*rec.get("ptq_completed", []), *missing}, reverse=True)
+    _write(path, rec)
+    return missing
 
 
 def run_grid(
@@ -273,6 +335,9 @@ def run_grid(
     schedule: str = "finetune",
 ) -> list[Path]:
     """Run every missing cell of the grid that falls in ``shard`` (index i of n); return the records written.
+
+    An existing fp32 record of the shard that lacks PTQ at some of ``bits`` (made with fewer ``--bits``) is
+    completed in place (:func:`complete_fp32_record`) and counts as written.
 
     Raises:
         ValueError: On an unknown pair name, a bad shard or an unknown QAT schedule.
@@ -291,7 +356,11 @@ def run_grid(
     written = []
     for k, (pair, b, seed) in enumerate(cells(chosen, bit_list, seeds)):
         path = record_path(out, pair, b, seed)
-        if k % n != i or path.exists():
+        if k % n != i:
+            continue
+        if path.exists():
+            if b is None and complete_fp32_record(path, out, pair, seed, bit_list):
+                written.append(path)
             continue
         t0 = time.perf_counter()
         if b is None:
