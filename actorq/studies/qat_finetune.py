@@ -161,9 +161,12 @@ def calibrate(model: BaseAlgorithm, obs: np.ndarray) -> dict[str, tuple[float, f
 
 
 def optimizers(model: BaseAlgorithm) -> list[torch.optim.Optimizer]:
-    """The torch optimizers SB3 drives with ``lr_schedule`` (one per policy, or the actor's and the critic's)."""
+    """The torch optimizers SB3 drives with ``lr_schedule`` (one per policy, or the actor's and the critic's, and
+    SAC's entropy-coefficient optimizer)."""
     owners = [model.policy, getattr(model.policy, "actor", None), getattr(model.policy, "critic", None)]
-    return [o.optimizer for o in owners if isinstance(getattr(o, "optimizer", None), torch.optim.Optimizer)]
+    found = [o.optimizer for o in owners if isinstance(getattr(o, "optimizer", None), torch.optim.Optimizer)]
+    ent = getattr(model, "ent_coef_optimizer", None)
+    return found + ([ent] if isinstance(ent, torch.optim.Optimizer) else [])
 
 
 def _constant_schedules(model: BaseAlgorithm, recipe: QatRecipe) -> None:

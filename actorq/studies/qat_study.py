@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,7 +145,7 @@ def _fp32_model(pair: Pair, seed: int, out: Path | None) -> BaseAlgorithm:
     return model
 
 
-def _write(path: Path, record: dict[str, Any]) -> None:
+def write_record(path: Path, record: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1))
@@ -293,36 +294,54 @@ def qat_outcome(
     }  # fmt: skip
 
 
-def complete_fp32_record(path: Path, out: Path, pair: Pair, seed: int, bits: list[int]) -> list[int]:
+PolicyLoader = Callable[[list[int]], tuple[BaseAlgorithm, str | envs.EnvSpec] | None]
+"""Given the missing widths, the fp32 policy and its env to complete a record with (None: cannot, logged)."""
+
+
+def complete_ptq(path: Path, bits: list[int], load: PolicyLoader, replicate: int = 0) -> list[int]:
     """Add PTQ W and W+A at the widths of ``bits`` that the fp32 record at ``path`` lacks; returns them.
 
-    A record made with fewer ``--bits`` is completed from the policy its cell kept (:func:`policy_path`, loaded
-    with ``weights_only``), with the calibration observations and evaluation episodes :func:`run_fp32_cell`
-    uses, so the added entries are what that cell would have written. The widths added are listed in the
-    record's ``ptq_completed``; the record is rewritten atomically. When the policy file is missing nothing is
-    retrained (a same-seed retrain need not reproduce the policy whose fp32 returns the record holds): the gap
-    is logged with how to fill it, and ``[]`` returned.
+    The missing widths are computed by :func:`ptq_widths` on the policy ``load`` gives, with the calibration
+    observations and evaluation episodes of the cell that wrote the record, so the added entries are what that
+    cell would have written. They are listed in the record's ``ptq_completed``; the record is rewritten
+    atomically. Nothing is done (``[]``) when no width is missing or ``load`` returns None.
     """
     rec = json.loads(path.read_text())
     missing = [b for b in bits if str(b) not in rec["ptq_w"] or str(b) not in rec["ptq_wa"]]
-    if not missing:
+    loaded = load(missing) if missing else None
+    if loaded is None:
         return []
-    weights = policy_path(out, pair, seed)
-    if not weights.exists():
-        logger.warning(
-            "%s lacks PTQ at %s bits and its policy %s is missing: not completed (delete the record to rerun "
-            "the fp32 cell, which retrains it)", path, missing, weights,
-        )  # fmt: skip
-        return []
-    model = zoo.make_model(pair.algo, pair.env_id, seed=seed, **pair.overrides)
-    model.policy.load_state_dict(torch.load(weights, weights_only=True))
-    calib = envs.record_observations(model, pair.env_id, CALIB_STEPS, seed=CHECK_OBS_SEED)
-    res, _ = ptq_widths(model, pair.env_id, missing, int(rec["episodes"]), calib)
+    model, env = loaded
+    calib = envs.record_observations(model, env, CALIB_STEPS, seed=CHECK_OBS_SEED)
+    res, _ = ptq_widths(model, env, missing, int(rec["episodes"]), calib, replicate)
     for key in ("ptq_w", "ptq_wa"):
         rec[key].update(res[key])
     rec["ptq_completed"] = sorted({*rec.get("ptq_completed", []), *missing}, reverse=True)
-    _write(path, rec)
+    write_record(path, rec)
     return missing
+
+
+def complete_fp32_record(path: Path, out: Path, pair: Pair, seed: int, bits: list[int]) -> list[int]:
+    """:func:`complete_ptq` for a pair's fp32 record, from the policy its cell kept (:func:`policy_path`,
+    ``weights_only``).
+
+    When the policy file is missing nothing is retrained (a same-seed retrain need not reproduce the policy
+    whose fp32 returns the record holds): the gap is logged with how to fill it, and ``[]`` returned.
+    """
+
+    def load(missing: list[int]) -> tuple[BaseAlgorithm, str] | None:
+        weights = policy_path(out, pair, seed)
+        if not weights.exists():
+            logger.warning(
+                "%s lacks PTQ at %s bits and its policy %s is missing: not completed (delete the record to "
+                "rerun the fp32 cell, which retrains it)", path, missing, weights,
+            )  # fmt: skip
+            return None
+        model = zoo.make_model(pair.algo, pair.env_id, seed=seed, **pair.overrides)
+        model.policy.load_state_dict(torch.load(weights, weights_only=True))
+        return model, pair.env_id
+
+    return complete_ptq(path, bits, load)
 
 
 def run_grid(
@@ -368,44 +387,7 @@ def run_grid(
         else:
             rec = run_qat_cell(pair, b, seed, episodes, schedule, out)
         rec["cell_seconds"] = round(time.perf_counter() - t0, 1)
-        _write(path, rec)
+        write_record(path, rec)
         written.append(path)
         logger.info("cell %s done in %.0f s", path.relative_to(out), rec["cell_seconds"])
     return written
-
-
-def run_zoo_cell(
-    path: str | Path, bits: int, seed: int, episodes: int, recipe: qat_finetune.QatRecipe | None = None
-) -> dict[str, Any]:
-    """QAT fine-tuning of a pretrained (zoo) agent: its fp32, PTQ W+A and deployed QAT returns at ``bits``.
-
-    The agent's weights go into a training model built with the toolkit's hyperparameters for its algorithm
-    and env (its own architecture), whose step counter starts past any warm-up; ``seed`` seeds the fine-tune.
-    """
-    loaded, meta = zoo.load_policy(path)
-    spec = meta["env"]
-    recipe = recipe or qat_finetune.QatRecipe()
-    model = zoo.make_model(meta["algo"], spec, seed=seed, policy_kwargs=loaded.policy_kwargs)
-    model.policy.load_state_dict(loaded.policy.state_dict())
-    model.num_timesteps = int(meta.get("num_timesteps") or 10**6)
-
-    def evaluate(m: BaseAlgorithm) -> list[float]:
-        return envs.evaluate(m, spec, episodes, seed=envs.eval_seed(0)).round(4).tolist()
-
-    fp32 = evaluate(model)
-    calib = envs.record_observations(model, spec, CALIB_STEPS, seed=CHECK_OBS_SEED)
-    state = copy.deepcopy(model.policy.state_dict())
-    ptq.quantize_policy(model, tq.QuantScheme.parse(str(bits)), act_bits=bits, calib_obs=calib)
-    ptq_wa = evaluate(model)
-    ptq.unquantize_policy(model, state)
-    curve = CurveCallback(recipe.finetune_steps)
-    model, info = qat_finetune.finetune_qat(model, spec, bits, recipe, callbacks=[curve])
-    fake_quant = evaluate(model)
-    qat_deploy.deploy_integer(model)
-    return {
-        "kind": "zoo_qat", "path": str(path), "algo": meta["algo"], "env_id": str(spec), "seed": seed,
-        "bits": bits, "episodes": episodes, "fp32": fp32, "ptq_wa": ptq_wa, "qat_fake_quant": fake_quant,
-        "qat_deployed": evaluate(model), "curve": curve.curve,
-        **{k: info[k] for k in ("schedule", "recipe", "finetune_start", "ranges_frozen_at", "lr_seen")},
-        "train_seconds": info["train_seconds"],
-    }  # fmt: skip
