@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from actorq.studies.cli_args import ALGO_CHOICES, bit_width, check_env, fail, names, threads
 from actorq.usage import non_negative_int, positive_int
@@ -20,15 +21,35 @@ def cmd_qat(a: argparse.Namespace) -> int:
         bits = [bit_width(b) for b in str(a.bits).split(",")]
     except argparse.ArgumentTypeError as e:
         raise fail(f"--bits {a.bits!r}: each {e} (QAT quantizes to integers: e.g. 8,6,4)") from None
-    if a.quant_delay >= a.steps:
+    if a.quant_delay is not None and a.quant_delay >= a.steps:
         raise fail(
             f"--quant-delay {a.quant_delay} must be below --steps {a.steps}, or nothing is trained quantized"
         )
     check_env(a.env)
+    finetune = None
+    if a.schedule == "from-scratch" and a.quant_delay is None:
+        raise fail("--schedule from-scratch needs --quant-delay (the step at which fake quantization starts)")
+    if a.schedule == "finetune":
+        if a.quant_delay is not None:
+            raise fail(
+                "--quant-delay applies to --schedule from-scratch only (the fine-tune is quantized throughout)"
+            )
+        import dataclasses
+
+        from actorq.studies import qat_finetune
+
+        recipe = qat_finetune.QatRecipe()
+        if a.finetune_steps is not None:
+            recipe = dataclasses.replace(recipe, finetune_steps=a.finetune_steps)
+
+        def finetune(base: Any, bits: int, seed: int) -> Any:
+            return qat_finetune.finetune_from(base, a.algo, a.env, bits, seed, a.steps, recipe)
+
     threads(a.threads)
     res = qat.compare(
-        a.algo, a.env, bits, a.steps, a.quant_delay, seeds=a.seeds, episodes=a.episodes, out=a.out
-    )
+        a.algo, a.env, bits, a.steps, a.quant_delay, seeds=a.seeds, episodes=a.episodes, out=a.out,
+        finetune=finetune,
+    )  # fmt: skip
     print(qat.table_markdown(res))
     return 0
 
@@ -89,8 +110,19 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--env", required=True, help="gymnasium id to train on, e.g. CartPole-v1")
     q.add_argument("--bits", default="8", help="integer bit width or comma list, e.g. 8,6,4")
     q.add_argument(
-        "--quant-delay", type=non_negative_int, required=True, help="step at which fake quantization starts"
-    )
+        "--schedule", choices=["finetune", "from-scratch"], default="finetune",
+        help="QAT schedule: fine-tune each seed's fp32 policy with fake quantization (the recipe, as qat-study's "
+        "default), or train from scratch with fake quantization from --quant-delay on",
+    )  # fmt: skip
+    q.add_argument(
+        "--quant-delay", type=non_negative_int, default=None,
+        help="with --schedule from-scratch (required there): step at which fake quantization starts",
+    )  # fmt: skip
+    q.add_argument(
+        "--finetune-steps", type=positive_int, default=None,
+        help="with --schedule finetune: environment steps of the fake-quantized fine-tune (default: the "
+        "recipe's, QatRecipe.finetune_steps)",
+    )  # fmt: skip
     q.add_argument("--steps", type=positive_int, required=True, help="environment steps per training run")
     q.add_argument("--seeds", type=positive_int, default=3, help="independently trained policies per variant")
     q.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes per policy")

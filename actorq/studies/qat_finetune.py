@@ -242,3 +242,29 @@ def finetune_qat(
         "activation_ranges": {n: tq.activation_ranges(m) for n, m in mods.items()},
     }
     return model, info
+
+
+def continue_from(
+    state: dict[str, torch.Tensor], algo: str, env_id: str, seed: int, steps: int, **overrides: Any
+) -> BaseAlgorithm:
+    """A fresh seeded model holding the fp32 policy ``state``, its step counter at the fp32 run's ``steps``, so
+    a fine-tune continues that run (no off-policy random warm-up, DQN's epsilon past its decay)."""
+    model = zoo.make_model(algo, env_id, seed=seed, **overrides)
+    model.policy.load_state_dict(state)
+    model.num_timesteps = steps
+    return model
+
+
+def finetune_from(
+    base: BaseAlgorithm,
+    algo: str,
+    env_id: str,
+    bits: int,
+    seed: int,
+    steps: int,
+    recipe: QatRecipe | None = None,
+) -> tuple[BaseAlgorithm, dict[str, Any]]:
+    """:func:`finetune_qat` of a copy of the fp32 model ``base`` (trained ``steps`` steps by
+    :func:`actorq.studies.zoo.train` with ``seed``); ``base`` itself is left as it is."""
+    model = continue_from(base.policy.state_dict(), algo, env_id, seed, steps)
+    return finetune_qat(model, env_id, bits, recipe)

@@ -139,10 +139,7 @@ def _fp32_model(pair: Pair, seed: int, out: Path | None) -> BaseAlgorithm:
             torch.save(state, path)
     else:
         state = torch.load(path, weights_only=True)
-    model = zoo.make_model(pair.algo, pair.env_id, seed=seed, **pair.overrides)
-    model.policy.load_state_dict(state)
-    model.num_timesteps = pair.steps
-    return model
+    return qat_finetune.continue_from(state, pair.algo, pair.env_id, seed, pair.steps, **pair.overrides)
 
 
 def write_record(path: Path, record: dict[str, Any]) -> None:
