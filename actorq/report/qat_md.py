@@ -23,6 +23,7 @@ PAPER = {
     "ppo_CartPole-v1": "Table 2: fp32 500, int8 PTQ 500",
     "a2c_CartPole-v1": "Table 2: fp32 500, int8 PTQ 500",
     "ddpg_Pendulum-v1": "not in the paper (DDPG: MountainCar fp32 92, int8 PTQ 92)",
+    "zoo_ddpg_MountainCarContinuous-v0": "Table 2 (DDPG MountainCar): fp32 92, int8 PTQ 92",
 }
 """QuaRL Table 2 (PTQ fp32 / int8) where the pair is in the paper; Figure 1's QAT bars are an image only."""
 BLOCK = re.compile(r"(<!-- qat-report:(\w+) -->\n)(.*?)(<!-- /qat-report:\2 -->)", re.S)
@@ -163,16 +164,36 @@ def _budget(by_name: dict[str, dict[int, dict[str, Any]]]) -> str:
     return out + (f"; QAT fine-tuned from fp32 for {'/'.join(map(str, tunes))} steps" if tunes else "")
 
 
+def zoo_agent(by_name: dict[str, dict[int, dict[str, Any]]]) -> str | None:
+    """The agent path of a pretrained zoo agent's records (their fp32 seeds are evaluation replicates), else None."""
+    for r in by_name.get("fp32", {}).values():
+        if r.get("replicate") == "evaluation":
+            return str(r.get("agent", "?"))
+    return None
+
+
 def pair_markdown(pair: str, res: dict[str, Any], by_name: dict[str, dict[int, dict[str, Any]]]) -> str:
     """One pair's returns table (QuaRL Figure 1 / Table 3 analogue) and its QAT-vs-PTQ comparisons."""
     if res["fp32"] is None:
         return f"### {pair}\n\n(no fp32 record yet)\n"
     f = res["fp32"]
+    agent = zoo_agent(by_name)
     lines = [
         f"### {pair} ({_budget(by_name)})",
         "",
-        f"fp32: mean {_ci(f['mean'])}, IQM {_ci(f['iqm'])} over {f['n']} seeds. Paper: {PAPER.get(pair, 'n/a')}.",
+        f"fp32: mean {_ci(f['mean'])}, IQM {_ci(f['iqm'])} over {f['n']} "
+        f"{'evaluation replicates' if agent else 'seeds'}. Paper: {PAPER.get(pair, 'n/a')}.",
         "",
+    ]
+    if agent:
+        lines += [
+            f'Pretrained zoo agent `{agent}`: **one policy**. Its fp32 and PTQ "seeds" are evaluation replicates '
+            "(the same policy on evaluation seed r), so their intervals, E% and the QAT-vs-PTQ tests carry "
+            "episode-to-episode variation only, no training spread; a QAT seed is the seed of one fine-tune of "
+            "that policy, evaluated on replicate r's episodes. Claims hold for this agent, not for its algorithm.",
+            "",
+        ]
+    lines += [
         "| bits | PTQ W | E% [CI] | PTQ W+A | E% [CI] | QAT W+A, deployed int | E% [CI] |",
         "|---|---|---|---|---|---|---|",
     ]

@@ -13,59 +13,18 @@ import logging
 import sys
 from pathlib import Path
 
-from actorq.usage import EXIT_USAGE, non_negative_int, positive_int, setup_logging
+from actorq.studies import qat_cli
+from actorq.studies.cli_args import ALGO_CHOICES
+from actorq.studies.cli_args import bit_width as _bit_width
+from actorq.studies.cli_args import check_env as _check_env
+from actorq.studies.cli_args import fail as _fail
+from actorq.studies.cli_args import names as _names
+from actorq.studies.cli_args import threads as _threads
+from actorq.usage import positive_int, setup_logging
 
 logger = logging.getLogger(__name__)
 
-ALGO_CHOICES = ["a2c", "dqn", "ppo", "ddpg", "td3", "sac"]
 LOAD_ALGO_CHOICES = [*ALGO_CHOICES, "qrdqn"]  # loading also takes sb3-contrib's QR-DQN (when installed)
-
-
-def _fail(msg: object) -> SystemExit:
-    """Bad user input: one ``error:`` line, exit status 2."""
-    sys.stderr.write(f"error: {msg}\n")
-    return SystemExit(EXIT_USAGE)
-
-
-def _bit_width(text: str) -> int:
-    """argparse type: an integer bit width the quantizers support."""
-    from actorq.quantize.affine import MAX_BITS, MIN_BITS
-
-    try:
-        bits = int(text)
-    except ValueError:
-        bits = 0
-    if not MIN_BITS <= bits <= MAX_BITS:
-        raise argparse.ArgumentTypeError(
-            f"must be an integer bit width in [{MIN_BITS}, {MAX_BITS}], got {text!r}"
-        )
-    return bits
-
-
-def _names(value: str, allowed: list[str] | tuple[str, ...], flag: str) -> list[str]:
-    """A comma list of names from ``allowed``, or an ``error:`` naming the unknown ones and the choices."""
-    names = [n.strip() for n in value.split(",") if n.strip()]
-    unknown = [n for n in names if n not in allowed]
-    if unknown or not names:
-        what = f"unknown {', '.join(repr(n) for n in unknown)}" if unknown else "nothing given"
-        raise _fail(f"{flag} {value!r}: {what}; give a comma list of {', '.join(allowed)}")
-    return names
-
-
-def _check_env(env_id: str) -> None:
-    """An unknown ``--env`` fails here, before any training starts."""
-    from actorq.studies import envs
-
-    try:
-        envs.check_env_id(env_id)
-    except ValueError as e:
-        raise _fail(f"--env: {e}") from None
-
-
-def _threads(n: int) -> None:
-    import torch
-
-    torch.set_num_threads(n)
 
 
 def cmd_zoo_train(a: argparse.Namespace) -> int:
@@ -133,26 +92,6 @@ def cmd_ptq(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_qat(a: argparse.Namespace) -> int:
-    from actorq.studies import qat
-
-    try:
-        bits = [_bit_width(b) for b in str(a.bits).split(",")]
-    except argparse.ArgumentTypeError as e:
-        raise _fail(f"--bits {a.bits!r}: each {e} (QAT quantizes to integers: e.g. 8,6,4)") from None
-    if a.quant_delay >= a.steps:
-        raise _fail(
-            f"--quant-delay {a.quant_delay} must be below --steps {a.steps}, or nothing is trained quantized"
-        )
-    _check_env(a.env)
-    _threads(a.threads)
-    res = qat.compare(
-        a.algo, a.env, bits, a.steps, a.quant_delay, seeds=a.seeds, episodes=a.episodes, out=a.out
-    )
-    print(qat.table_markdown(res))
-    return 0
-
-
 def cmd_weights(a: argparse.Namespace) -> int:
     from actorq.studies import weights
     from actorq.studies.torch_fake_quant import QuantScheme
@@ -176,29 +115,6 @@ def cmd_mixed_precision(a: argparse.Namespace) -> int:
         a.env, sizes=sizes, steps=a.steps, seed=a.seed, eval_every=a.eval_every, out=a.out, threads=a.threads
     )
     print(mp.table_markdown(res))
-    return 0
-
-
-def cmd_qat_study(a: argparse.Namespace) -> int:
-    from actorq.studies import qat_study
-
-    pairs = _names(a.pairs, tuple(qat_study.PAIRS), "--pairs")
-    bits = [_bit_width(b) for b in _names(a.bits, [str(b) for b in qat_study.BITS], "--bits")]
-    i, _, n = a.shard.partition("/")
-    if not (i.isdigit() and n.isdigit() and int(i) < int(n)):
-        raise _fail(f"--shard {a.shard!r}: give i/n with 0 <= i < n, e.g. 0/2")
-    _threads(a.threads)
-    written = qat_study.run_grid(
-        a.out,
-        pairs,
-        bits,
-        a.seeds,
-        a.episodes,
-        shard=(int(i), int(n)),
-        schedule=a.schedule.replace("-", "_"),
-    )
-    # The report (rliable intervals, Holm) lives in actorq.report, which studies may not import (README layers).
-    print(f"wrote {len(written)} records under {a.out}/records; render them with `actorq qat-report {a.out}`")
     return 0
 
 
@@ -312,36 +228,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="directory for the table, plots and JSON")
     p.set_defaults(func=cmd_ptq)
 
-    q = subparsers.add_parser("qat", help="quantization-aware training, compared with PTQ and fp32")
-    q.add_argument("--algo", choices=ALGO_CHOICES, required=True, help="stable-baselines3 algorithm")
-    q.add_argument("--env", required=True, help="gymnasium id to train on, e.g. CartPole-v1")
-    q.add_argument("--bits", default="8", help="integer bit width or comma list, e.g. 8,6,4")
-    q.add_argument(
-        "--quant-delay", type=non_negative_int, required=True, help="step at which fake quantization starts"
-    )
-    q.add_argument("--steps", type=positive_int, required=True, help="environment steps per training run")
-    q.add_argument("--seeds", type=positive_int, default=3, help="independently trained policies per variant")
-    q.add_argument("--episodes", type=positive_int, default=20, help="evaluation episodes per policy")
-    q.add_argument("--threads", type=positive_int, default=1, help="torch threads")
-    q.add_argument("--out", required=True, help="directory for the models, table and JSON")
-    q.set_defaults(func=cmd_qat)
-
-    qs = subparsers.add_parser(
-        "qat-study", help="fp32 vs PTQ vs QAT to convergence (resumable grid; `actorq qat-report` renders it)"
-    )
-    qs.add_argument("--out", default="reports/studies/qat_convergence", help="records/ and report.md go here")
-    qs.add_argument("--pairs", default="ppo_CartPole-v1,a2c_CartPole-v1,ddpg_Pendulum-v1", help="comma list")
-    qs.add_argument("--bits", default="4,2,8,6,5,3", help="QAT/PTQ bit widths, in the order they are run")
-    qs.add_argument("--seeds", type=positive_int, default=3, help="training seeds per cell")
-    qs.add_argument("--episodes", type=positive_int, default=30, help="evaluation episodes per policy")
-    qs.add_argument("--shard", default="0/1", help="i/n: run every n-th missing cell from the i-th")
-    qs.add_argument(
-        "--schedule", choices=["finetune", "from-scratch"], default="finetune",
-        help="QAT schedule: fine-tune each fp32 policy with fake quantization (the recipe, default), or train from "
-        "scratch with quant delay = half the steps (how reports/studies/qat_convergence was made)",
-    )  # fmt: skip
-    qs.add_argument("--threads", type=positive_int, default=1, help="torch threads")
-    qs.set_defaults(func=cmd_qat_study)
+    qat_cli.add_parsers(subparsers)
 
     w = subparsers.add_parser("weights", help="weight histograms with the quantization grid + stats")
     _policy_args(w)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -167,23 +168,33 @@ def _evaluate(model: BaseAlgorithm, env_id: str, episodes: int, seeds: int) -> l
     ]
 
 
+QatTrainer = Callable[[BaseAlgorithm, int, int], tuple[BaseAlgorithm, dict[str, Any]]]
+"""``(fp32 model of the seed, bits, seed) -> (QAT model, run info)``: how :func:`compare` gets a QAT policy other
+than by training from scratch (e.g. :func:`actorq.studies.qat_finetune.finetune_from`)."""
+
+
 def compare(
     algo: str,
     env_id: str,
     bits_list: list[int],
     steps: int,
-    quant_delay: int,
+    quant_delay: int | None,
     seeds: int = 3,
     episodes: int = 20,
     eval_seeds: int = 1,
     out: str | Path | None = None,
+    finetune: QatTrainer | None = None,
 ) -> dict[str, Any]:
     """QAT vs PTQ vs fp32 at each bit width, over ``seeds`` independently trained policies.
 
     For each training seed: one fp32 policy (its fp32 reward and its PTQ rewards, weights-only and
-    weights+activations, at every bit width) and one QAT policy per bit width. The mean reward of a seed is
-    over ``eval_seeds x episodes`` deterministic episodes; the table gives mean +/- std over training seeds.
+    weights+activations, at every bit width) and one QAT policy per bit width: ``finetune`` applied to that fp32
+    policy, or (``finetune`` None) trained from scratch with quantization from ``quant_delay`` on. The mean
+    reward of a seed is over ``eval_seeds x episodes`` deterministic episodes; the table gives mean +/- std over
+    training seeds.
     """
+    if finetune is None and quant_delay is None:
+        raise ValueError("QAT from scratch needs a quant_delay")
     per: dict[str, dict[int, list[float]]] = {
         k: {b: [] for b in bits_list} for k in ("ptq_w", "ptq_wa", "qat")
     }
@@ -200,7 +211,10 @@ def compare(
                 )  # fmt: skip
                 res = ptq.run_ptq(base, env_id, cfg)
                 per[key][b].append(res["rows"][1]["mean"])
-            model, info = train_qat(algo, env_id, b, steps, quant_delay, seed=seed)
+            if finetune is not None:
+                model, info = finetune(base, b, seed)
+            else:
+                model, info = train_qat(algo, env_id, b, steps, quant_delay or 0, seed=seed)
             per["qat"][b].append(float(np.mean(_evaluate(model, env_id, episodes, eval_seeds))))
             runs.append(
                 {k: v for k, v in info.items() if k not in ("activation_ranges", "quantized_forwards")}
@@ -215,7 +229,9 @@ def compare(
             row[f"{key}_seeds"] = per[key][b]
         rows.append(row)
     result = {
-        "algo": algo, "env_id": env_id, "steps": steps, "quant_delay": quant_delay, "seeds": seeds,
+        "algo": algo, "env_id": env_id, "steps": steps, "seeds": seeds,
+        "schedule": "from_scratch" if finetune is None else "finetune",
+        "quant_delay": quant_delay if finetune is None else None,
         "episodes": episodes * eval_seeds, "rows": rows, "fp32_seeds": fp32, "runs": runs,
     }  # fmt: skip
     if out is not None:
@@ -225,9 +241,13 @@ def compare(
 
 def table_markdown(result: dict[str, Any]) -> str:
     """The comparison table (mean +/- std over training seeds)."""
+    if result.get("schedule") == "finetune":
+        how = f"QAT fine-tuned from each fp32 policy ({result['runs'][0]['recipe']['finetune_steps']} steps)"
+    else:
+        how = f"QAT from scratch, quant delay {result['quant_delay']}"
     lines = [
-        f"QAT vs PTQ: {result['algo']} {result['env_id']}, {result['steps']} steps, quant delay "
-        f"{result['quant_delay']}, {result['seeds']} training seeds x {result['episodes']} episodes",
+        f"QAT vs PTQ: {result['algo']} {result['env_id']}, {result['steps']} steps, {how}, "
+        f"{result['seeds']} training seeds x {result['episodes']} episodes",
         "",
         "| bits | fp32 | PTQ (weights) | PTQ (weights+acts) | QAT (weights+acts) |",
         "|---|---|---|---|---|",

@@ -161,9 +161,12 @@ def calibrate(model: BaseAlgorithm, obs: np.ndarray) -> dict[str, tuple[float, f
 
 
 def optimizers(model: BaseAlgorithm) -> list[torch.optim.Optimizer]:
-    """The torch optimizers SB3 drives with ``lr_schedule`` (one per policy, or the actor's and the critic's)."""
+    """The torch optimizers SB3 drives with ``lr_schedule`` (one per policy, or the actor's and the critic's, and
+    SAC's entropy-coefficient optimizer)."""
     owners = [model.policy, getattr(model.policy, "actor", None), getattr(model.policy, "critic", None)]
-    return [o.optimizer for o in owners if isinstance(getattr(o, "optimizer", None), torch.optim.Optimizer)]
+    found = [o.optimizer for o in owners if isinstance(getattr(o, "optimizer", None), torch.optim.Optimizer)]
+    ent = getattr(model, "ent_coef_optimizer", None)
+    return found + ([ent] if isinstance(ent, torch.optim.Optimizer) else [])
 
 
 def _constant_schedules(model: BaseAlgorithm, recipe: QatRecipe) -> None:
@@ -239,3 +242,29 @@ def finetune_qat(
         "activation_ranges": {n: tq.activation_ranges(m) for n, m in mods.items()},
     }
     return model, info
+
+
+def continue_from(
+    state: dict[str, torch.Tensor], algo: str, env_id: str, seed: int, steps: int, **overrides: Any
+) -> BaseAlgorithm:
+    """A fresh seeded model holding the fp32 policy ``state``, its step counter at the fp32 run's ``steps``, so
+    a fine-tune continues that run (no off-policy random warm-up, DQN's epsilon past its decay)."""
+    model = zoo.make_model(algo, env_id, seed=seed, **overrides)
+    model.policy.load_state_dict(state)
+    model.num_timesteps = steps
+    return model
+
+
+def finetune_from(
+    base: BaseAlgorithm,
+    algo: str,
+    env_id: str,
+    bits: int,
+    seed: int,
+    steps: int,
+    recipe: QatRecipe | None = None,
+) -> tuple[BaseAlgorithm, dict[str, Any]]:
+    """:func:`finetune_qat` of a copy of the fp32 model ``base`` (trained ``steps`` steps by
+    :func:`actorq.studies.zoo.train` with ``seed``); ``base`` itself is left as it is."""
+    model = continue_from(base.policy.state_dict(), algo, env_id, seed, steps)
+    return finetune_qat(model, env_id, bits, recipe)

@@ -4,7 +4,8 @@ The grid is (agent-task pair) x (fp32 | QAT at each bit width) x (training seed)
 small JSON record under ``<out>/records/<pair>/`` (episode returns, learning curve, weight and activation
 ranges, the deployment check); a re-run skips cells whose record exists, so the study resumes where it stopped
 and several shards (``shard=(i, n)``) can share the grid. An fp32 cell also holds the PTQ results of its
-policy at every bit width (weights only, and weights + activations calibrated on 500 recorded observations).
+policy at every bit width (weights only, and weights + activations calibrated on 500 recorded observations);
+a rerun with more widths completes existing fp32 records from their kept policies.
 A QAT cell, under the default ``finetune`` schedule, fine-tunes the fp32 cell's policy (same pair and seed; its
 weights are kept under ``<out>/policies/``, or retrained with the same seed when missing) with fake quantization by
 the pair's :class:`~actorq.studies.qat_finetune.QatRecipe`; the ``from_scratch`` schedule (the committed
@@ -21,6 +22,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,13 +139,10 @@ def _fp32_model(pair: Pair, seed: int, out: Path | None) -> BaseAlgorithm:
             torch.save(state, path)
     else:
         state = torch.load(path, weights_only=True)
-    model = zoo.make_model(pair.algo, pair.env_id, seed=seed, **pair.overrides)
-    model.policy.load_state_dict(state)
-    model.num_timesteps = pair.steps
-    return model
+    return qat_finetune.continue_from(state, pair.algo, pair.env_id, seed, pair.steps, **pair.overrides)
 
 
-def _write(path: Path, record: dict[str, Any]) -> None:
+def write_record(path: Path, record: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1))
@@ -179,12 +178,40 @@ def action_stats(model: BaseAlgorithm, obs: np.ndarray) -> dict[str, float]:
             logits = pol.q_net(x) if hasattr(pol, "q_net") else pol.get_distribution(x).distribution.logits
             top2 = torch.topk(logits, 2, dim=1).values
             return {"median_action_gap": float((top2[:, 0] - top2[:, 1]).median())}
-        a = pol.actor(x)
+        a = pol._predict(x, deterministic=True)  # SAC's actor(x) would sample
     return {"saturated_fraction": float((a.abs() >= 0.99).float().mean())}
 
 
-def _evaluate(model: BaseAlgorithm, pair: Pair, episodes: int) -> list[float]:
-    return envs.evaluate(model, pair.env_id, episodes, seed=envs.eval_seed(0)).round(4).tolist()
+def evaluate(model: BaseAlgorithm, env: str | envs.EnvSpec, episodes: int, replicate: int = 0) -> list[float]:
+    """Greedy episode returns on evaluation seed ``replicate`` (a pair's cells all use replicate 0)."""
+    return envs.evaluate(model, env, episodes, seed=envs.eval_seed(replicate)).round(4).tolist()
+
+
+def ptq_widths(
+    model: BaseAlgorithm,
+    env: str | envs.EnvSpec,
+    bits: list[int],
+    episodes: int,
+    calib: np.ndarray,
+    replicate: int = 0,
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, Any]]:
+    """PTQ W and W+A of ``model`` at each width, evaluated, the model restored after each; returns
+    ``({"ptq_w": {bits: returns}, "ptq_wa": {...}}, activation ranges of the first W+A)``.
+
+    The one PTQ definition of the study: an fp32 cell, the completion of an older fp32 record and a zoo agent's
+    fp32 replicate all come through here, with activation ranges calibrated on ``calib``.
+    """  # fmt: skip
+    state = copy.deepcopy(model.policy.state_dict())
+    res: dict[str, dict[str, list[float]]] = {"ptq_w": {}, "ptq_wa": {}}
+    act_ranges: dict[str, Any] = {}
+    for b in bits:
+        for key, act in (("ptq_w", None), ("ptq_wa", b)):
+            rep = ptq.quantize_policy(model, tq.QuantScheme.parse(str(b)), act_bits=act, calib_obs=calib)
+            res[key][str(b)] = evaluate(model, env, episodes, replicate)
+            if act is not None and not act_ranges:
+                act_ranges = rep["activation_ranges"]
+            ptq.unquantize_policy(model, state)
+    return res, act_ranges
 
 
 def run_fp32_cell(
@@ -199,18 +226,9 @@ def run_fp32_cell(
     if out is not None:
         policy_path(out, pair, seed).parent.mkdir(parents=True, exist_ok=True)
         torch.save(model.policy.state_dict(), policy_path(out, pair, seed))
-    fp32 = _evaluate(model, pair, episodes)
+    fp32 = evaluate(model, pair.env_id, episodes)
     calib = envs.record_observations(model, pair.env_id, CALIB_STEPS, seed=CHECK_OBS_SEED)
-    state = copy.deepcopy(model.policy.state_dict())
-    res: dict[str, dict[str, list[float]]] = {"ptq_w": {}, "ptq_wa": {}}
-    act_ranges: dict[str, Any] = {}
-    for b in bits:
-        for key, act in (("ptq_w", None), ("ptq_wa", b)):
-            rep = ptq.quantize_policy(model, tq.QuantScheme.parse(str(b)), act_bits=act, calib_obs=calib)
-            res[key][str(b)] = _evaluate(model, pair, episodes)
-            if act is not None and not act_ranges:
-                act_ranges = rep["activation_ranges"]
-            ptq.unquantize_policy(model, state)
+    res, act_ranges = ptq_widths(model, pair.env_id, bits, episodes, calib)
     return {
         "kind": "fp32", "pair": pair.key, "algo": pair.algo, "env_id": pair.env_id, "steps": pair.steps,
         "seed": seed, "episodes": episodes, "train_seconds": round(train_s, 1), "curve": curve.curve,
@@ -240,8 +258,22 @@ def run_qat_cell(
         )  # fmt: skip
         sched = {"schedule": "from_scratch", "quant_delay": info["quant_delay"]}
         sched["quant_enabled_at"] = info["quant_enabled_at"]
-    fake_quant = _evaluate(model, pair, episodes)
-    obs = envs.record_observations(model, pair.env_id, CALIB_STEPS, seed=CHECK_OBS_SEED)
+    return {
+        "kind": "qat", "pair": pair.key, "algo": pair.algo, "env_id": pair.env_id, "steps": pair.steps,
+        "seed": seed, "bits": bits, "act_bits": info["act_bits"], **sched, "episodes": episodes,
+        "train_seconds": info["train_seconds"], "curve": curve.curve,
+        **qat_outcome(model, pair.env_id, episodes), "activation_ranges": info["activation_ranges"],
+    }  # fmt: skip
+
+
+def qat_outcome(
+    model: BaseAlgorithm, env: str | envs.EnvSpec, episodes: int, replicate: int = 0
+) -> dict[str, Any]:
+    """Evaluate a trained QAT model as the fake-quant graph, check and deploy it as integers (in place),
+    evaluate the deployed policy: the record fields ``qat_fake_quant``, ``qat_deployed``, ``deploy_check``,
+    ``weight_ranges`` and ``action_stats``."""
+    fake_quant = evaluate(model, env, episodes, replicate)
+    obs = envs.record_observations(model, env, CALIB_STEPS, seed=CHECK_OBS_SEED)
     stats = action_stats(model, obs)
     ranges = weight_ranges(model)
     a_fq = qat_deploy.actions(model, obs)
@@ -253,14 +285,60 @@ def run_qat_cell(
     else:
         check["max_action_diff"] = float(np.max(np.abs(a_fq.astype(np.float64) - a_int)))
     check["deployed_layers"] = deployed_layers
-    deployed = _evaluate(model, pair, episodes)
     return {
-        "kind": "qat", "pair": pair.key, "algo": pair.algo, "env_id": pair.env_id, "steps": pair.steps,
-        "seed": seed, "bits": bits, "act_bits": info["act_bits"], **sched, "episodes": episodes,
-        "train_seconds": info["train_seconds"], "curve": curve.curve, "qat_deployed": deployed,
-        "qat_fake_quant": fake_quant, "deploy_check": check, "weight_ranges": ranges,
-        "activation_ranges": info["activation_ranges"], "action_stats": stats,
+        "qat_deployed": evaluate(model, env, episodes, replicate), "qat_fake_quant": fake_quant,
+        "deploy_check": check, "weight_ranges": ranges, "action_stats": stats,
     }  # fmt: skip
+
+
+PolicyLoader = Callable[[list[int]], tuple[BaseAlgorithm, str | envs.EnvSpec] | None]
+"""Given the missing widths, the fp32 policy and its env to complete a record with (None: cannot, logged)."""
+
+
+def complete_ptq(path: Path, bits: list[int], load: PolicyLoader, replicate: int = 0) -> list[int]:
+    """Add PTQ W and W+A at the widths of ``bits`` that the fp32 record at ``path`` lacks; returns them.
+
+    The missing widths are computed by :func:`ptq_widths` on the policy ``load`` gives, with the calibration
+    observations and evaluation episodes of the cell that wrote the record, so the added entries are what that
+    cell would have written. They are listed in the record's ``ptq_completed``; the record is rewritten
+    atomically. Nothing is done (``[]``) when no width is missing or ``load`` returns None.
+    """
+    rec = json.loads(path.read_text())
+    missing = [b for b in bits if str(b) not in rec["ptq_w"] or str(b) not in rec["ptq_wa"]]
+    loaded = load(missing) if missing else None
+    if loaded is None:
+        return []
+    model, env = loaded
+    calib = envs.record_observations(model, env, CALIB_STEPS, seed=CHECK_OBS_SEED)
+    res, _ = ptq_widths(model, env, missing, int(rec["episodes"]), calib, replicate)
+    for key in ("ptq_w", "ptq_wa"):
+        rec[key].update(res[key])
+    rec["ptq_completed"] = sorted({*rec.get("ptq_completed", []), *missing}, reverse=True)
+    write_record(path, rec)
+    return missing
+
+
+def complete_fp32_record(path: Path, out: Path, pair: Pair, seed: int, bits: list[int]) -> list[int]:
+    """:func:`complete_ptq` for a pair's fp32 record, from the policy its cell kept (:func:`policy_path`,
+    ``weights_only``).
+
+    When the policy file is missing nothing is retrained (a same-seed retrain need not reproduce the policy
+    whose fp32 returns the record holds): the gap is logged with how to fill it, and ``[]`` returned.
+    """
+
+    def load(missing: list[int]) -> tuple[BaseAlgorithm, str] | None:
+        weights = policy_path(out, pair, seed)
+        if not weights.exists():
+            logger.warning(
+                "%s lacks PTQ at %s bits and its policy %s is missing: not completed (delete the record to "
+                "rerun the fp32 cell, which retrains it)", path, missing, weights,
+            )  # fmt: skip
+            return None
+        model = zoo.make_model(pair.algo, pair.env_id, seed=seed, **pair.overrides)
+        model.policy.load_state_dict(torch.load(weights, weights_only=True))
+        return model, pair.env_id
+
+    return complete_ptq(path, bits, load)
 
 
 def run_grid(
@@ -273,6 +351,9 @@ def run_grid(
     schedule: str = "finetune",
 ) -> list[Path]:
     """Run every missing cell of the grid that falls in ``shard`` (index i of n); return the records written.
+
+    An existing fp32 record of the shard that lacks PTQ at some of ``bits`` (made with fewer ``--bits``) is
+    completed in place (:func:`complete_fp32_record`) and counts as written.
 
     Raises:
         ValueError: On an unknown pair name, a bad shard or an unknown QAT schedule.
@@ -291,7 +372,11 @@ def run_grid(
     written = []
     for k, (pair, b, seed) in enumerate(cells(chosen, bit_list, seeds)):
         path = record_path(out, pair, b, seed)
-        if k % n != i or path.exists():
+        if k % n != i:
+            continue
+        if path.exists():
+            if b is None and complete_fp32_record(path, out, pair, seed, bit_list):
+                written.append(path)
             continue
         t0 = time.perf_counter()
         if b is None:
@@ -299,44 +384,7 @@ def run_grid(
         else:
             rec = run_qat_cell(pair, b, seed, episodes, schedule, out)
         rec["cell_seconds"] = round(time.perf_counter() - t0, 1)
-        _write(path, rec)
+        write_record(path, rec)
         written.append(path)
         logger.info("cell %s done in %.0f s", path.relative_to(out), rec["cell_seconds"])
     return written
-
-
-def run_zoo_cell(
-    path: str | Path, bits: int, seed: int, episodes: int, recipe: qat_finetune.QatRecipe | None = None
-) -> dict[str, Any]:
-    """QAT fine-tuning of a pretrained (zoo) agent: its fp32, PTQ W+A and deployed QAT returns at ``bits``.
-
-    The agent's weights go into a training model built with the toolkit's hyperparameters for its algorithm
-    and env (its own architecture), whose step counter starts past any warm-up; ``seed`` seeds the fine-tune.
-    """
-    loaded, meta = zoo.load_policy(path)
-    spec = meta["env"]
-    recipe = recipe or qat_finetune.QatRecipe()
-    model = zoo.make_model(meta["algo"], spec, seed=seed, policy_kwargs=loaded.policy_kwargs)
-    model.policy.load_state_dict(loaded.policy.state_dict())
-    model.num_timesteps = int(meta.get("num_timesteps") or 10**6)
-
-    def evaluate(m: BaseAlgorithm) -> list[float]:
-        return envs.evaluate(m, spec, episodes, seed=envs.eval_seed(0)).round(4).tolist()
-
-    fp32 = evaluate(model)
-    calib = envs.record_observations(model, spec, CALIB_STEPS, seed=CHECK_OBS_SEED)
-    state = copy.deepcopy(model.policy.state_dict())
-    ptq.quantize_policy(model, tq.QuantScheme.parse(str(bits)), act_bits=bits, calib_obs=calib)
-    ptq_wa = evaluate(model)
-    ptq.unquantize_policy(model, state)
-    curve = CurveCallback(recipe.finetune_steps)
-    model, info = qat_finetune.finetune_qat(model, spec, bits, recipe, callbacks=[curve])
-    fake_quant = evaluate(model)
-    qat_deploy.deploy_integer(model)
-    return {
-        "kind": "zoo_qat", "path": str(path), "algo": meta["algo"], "env_id": str(spec), "seed": seed,
-        "bits": bits, "episodes": episodes, "fp32": fp32, "ptq_wa": ptq_wa, "qat_fake_quant": fake_quant,
-        "qat_deployed": evaluate(model), "curve": curve.curve,
-        **{k: info[k] for k in ("schedule", "recipe", "finetune_start", "ranges_frozen_at", "lr_seen")},
-        "train_seconds": info["train_seconds"],
-    }  # fmt: skip

@@ -4,7 +4,6 @@ clip range through the fine-tune, per-channel weight scales when configured, and
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -124,17 +123,3 @@ def test_recipe_rejects_values_that_cannot_work(field: str, value: float) -> Non
     recipe = dataclasses.replace(qat_finetune.QatRecipe(), **{field: value})
     with pytest.raises(ValueError, match=field):
         recipe.validate()
-
-
-def test_zoo_cell_fine_tunes_a_saved_policy_from_its_weights(tmp_path: Path) -> None:
-    torch.set_num_threads(1)
-    from actorq.studies import qat_study
-
-    zoo.train("ppo", ENV, 256, out=tmp_path / "agent", seed=0, eval_episodes=0)
-    recipe = qat_finetune.QatRecipe(finetune_steps=256, calib_steps=64)
-    rec = qat_study.run_zoo_cell(tmp_path / "agent", 6, seed=1, episodes=2, recipe=recipe)
-    assert rec["finetune_start"] == 256 and rec["lr_seen"] == [
-        recipe.learning_rate
-    ]  # continued the saved run
-    assert {len(rec[k]) for k in ("fp32", "ptq_wa", "qat_fake_quant", "qat_deployed")} == {2}
-    assert rec["qat_deployed"] == rec["qat_fake_quant"]  # CartPole: the integer policy acts the same
