@@ -40,7 +40,7 @@ def _flags(argv: list[str]) -> tuple[list[str], list[int], int]:
 def test_reproduce_qat_target_calls_the_package_cli() -> None:
     text = (ROOT / "Makefile").read_text()
     recipe = text[text.index("reproduce-qat: ") :].split("\n\n")[0]
-    assert recipe.count("$(VENV)/bin/actorq qat-study --out $(QAT_OUT)") == 2
+    assert recipe.count("$(VENV)/bin/actorq qat-study --out $(QAT_OUT)") == 4
     assert "$(VENV)/bin/actorq qat-report $(QAT_OUT)" in recipe
     assert "reports/" not in recipe.split("\n", 1)[1]  # nothing under reports/ is run
 
