@@ -59,7 +59,9 @@ def check_same_machine(
     if not others:
         return
     there = "; ".join(
-        f"{_machine(info, here)}: {_runs(len(names))} (e.g. {names[0]})" for info, names in others
+        f"{cpu_summary(info) if info else 'no machine recorded'}: {_runs(len(names))} (e.g. {names[0]}), "
+        f"{_differing(info, here)}"
+        for info, names in others
     )
     what = (
         f"records folder {records_dir} holds finished runs of another machine ({there}), and {_runs(to_run)} "
@@ -81,7 +83,7 @@ def _runs(n: int) -> str:
     return f"{n} run{'' if n == 1 else 's'}"
 
 
-def _machine(info: dict[str, Any], here: dict[str, Any]) -> str:
+def _differing(info: dict[str, Any], here: dict[str, Any]) -> str:
     if not info:
-        return "no machine recorded (a record of an older version cannot show it ran on this machine)"
-    return f"{cpu_summary(info)}, differing from this machine in {', '.join(machine_differences(info, here))}"
+        return "a record of an older version that cannot show it ran on this machine"
+    return f"differing from this machine in {', '.join(machine_differences(info, here))}"
