@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -107,23 +108,57 @@ def cpu_fingerprint() -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+def _compared(info: dict[str, Any]) -> dict[str, Any]:
+    """The fields :func:`machine_differences` compares, as it compares them: ``cores`` and :data:`FINGERPRINT_KEYS`,
+    flags as the sorted list of those that are on, a missing ``isa_limit`` as none."""
+    out = {key: info.get(key) for key in ("cores", *FINGERPRINT_KEYS)}
+    if out["flags"] is not None:
+        out["flags"] = sorted(f for f, on in out["flags"].items() if on)
+    out["isa_limit"] = out["isa_limit"] or {}
+    return out
+
+
 def machine_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """Where two :func:`cpu_info` records (a bench's, a run's ``summary.hardware``) differ, one ``field: a vs b``
     per field of :data:`FINGERPRINT_KEYS` and ``cores``; empty: figures measured on one transfer to the other.
 
     Flags compare as the set of those that are on (records of older versions list fewer flags as off); a field
     one record lacks differs from any value (an old record cannot show it ran on the same machine)."""
-    out = []
-    for key in ("cores", *FINGERPRINT_KEYS):
-        va, vb = a.get(key), b.get(key)
-        if key == "flags":
-            va = sorted(f for f, on in (va or {}).items() if on) if va is not None else None
-            vb = sorted(f for f, on in (vb or {}).items() if on) if vb is not None else None
-        elif key == "isa_limit":
-            va, vb = va or {}, vb or {}
-        if va != vb:
-            out.append(f"{key}: {_short(va)} vs {_short(vb)}")
-    return out
+    ca, cb = _compared(a), _compared(b)
+    return [f"{key}: {_short(ca[key])} vs {_short(cb[key])}" for key in ca if ca[key] != cb[key]]
+
+
+def machine_groups(infos: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[int]]]:
+    """Records grouped by machine, in order of first appearance: ``(first record, indices of its records)``; two
+    records are one machine when :func:`machine_differences` finds nothing between them."""
+    groups: list[tuple[dict[str, Any], list[int]]] = []
+    for i, info in enumerate(infos):
+        for first, members in groups:
+            if not machine_differences(first, info):
+                members.append(i)
+                break
+        else:
+            groups.append((info, [i]))
+    return groups
+
+
+SLUG_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni", "avx512f", "avx2", "sve", "asimddp", "asimd")
+"""The kernel flags a machine slug names, best first: the slug names the first one the CPU has."""
+
+
+def machine_slug(info: dict[str, Any] | None = None) -> str:
+    """A filesystem-safe name of a machine (default: this one) for a folder of its runs, e.g.
+    ``amd-epyc-7b13-2c-avx2-1f3a9c``: model, cores, best kernel flag (:data:`SLUG_FLAGS`), and a short hash of the
+    fields :func:`machine_differences` compares, so machines it tells apart get different slugs even where the
+    model name is only "AMD EPYC" (a Zen 2 and a Zen 3 VM)."""
+    info = cpu_info() if info is None else info
+    flags = info.get("flags") or {}
+    model = re.sub(
+        r"\((r|tm)\)|\bcpu\b|@.*", " ", str(info.get("model") or info.get("arch") or "cpu").lower()
+    )
+    best = next((f for f in SLUG_FLAGS if flags.get(f)), "base")
+    digest = hashlib.sha256(json.dumps(_compared(info), sort_keys=True).encode()).hexdigest()[:6]
+    return re.sub(r"[^a-z0-9]+", "-", f"{model}-{info.get('cores', '?')}c-{best}-{digest}").strip("-")
 
 
 def _short(value: Any) -> str:
@@ -134,12 +169,15 @@ def _short(value: Any) -> str:
     return str(value)
 
 
-def cpu_summary() -> str:
-    """One line for logs and tables, e.g. ``AMD EPYC (x86_64, 2 cores; avx2 fma f16c)``."""
-    info = cpu_info()
-    flags = " ".join(f for f, on in info["flags"].items() if on) or "no listed flags"
-    limit = "".join(f"; {k}={v}" for k, v in info["isa_limit"].items())
-    return f"{info['model']} ({info['arch']}, {info['cores']} cores; {flags}{limit})"
+def cpu_summary(info: dict[str, Any] | None = None) -> str:
+    """One line for logs and tables, e.g. ``AMD EPYC (x86_64, 2 cores; avx2 fma f16c)``, of this machine or of a
+    :func:`cpu_info` record (a run's ``summary.hardware``; fields it lacks read ``?``)."""
+    info = cpu_info() if info is None else info
+    flags = " ".join(f for f, on in (info.get("flags") or {}).items() if on) or "no listed flags"
+    limit = "".join(f"; {k}={v}" for k, v in (info.get("isa_limit") or {}).items())
+    return (
+        f"{info.get('model', '?')} ({info.get('arch', '?')}, {info.get('cores', '?')} cores; {flags}{limit})"
+    )
 
 
 def read_bandwidth_gbs(nbytes: int, repeats: int = 7, max_seconds: float = 0.5) -> float:

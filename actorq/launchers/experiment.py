@@ -21,7 +21,9 @@ finish): a run whose record there says it finished counts as done even without i
 many hours goes on in a fresh checkout or on another day. Records of another task, or whose sweep cell differs from
 the run of that name, are refused before any run starts; so is a finished run (directory or record) whose saved
 config differs from the one this command would give it (another budget, override or flag): a grid never mixes
-runs made with other settings.
+runs made with other settings. Nor, unless ``--allow-other-machine``, runs of other machines: when a run would
+run here and the records folder holds finished runs of another CPU, the experiment is refused before any run
+starts (:mod:`actorq.launchers.same_machine`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from actorq.launchers.orchestration import (
     train_args,
     train_command,
 )
+from actorq.launchers.same_machine import ALLOW_FLAG, check_same_machine
 from actorq.launchers.sweep import plan_sweeps
 from actorq.launchers.train import planned_config
 from actorq.report.disturbance import disturbed, measured_share
@@ -74,6 +77,15 @@ def run_args(args: argparse.Namespace, run: PlannedRun, run_dir: Path) -> list[s
         "max_actor_steps": args.max_actor_steps,
     }
     return train_args(args.config, args.overrides, run, run_dir, **budgets)
+
+
+def run_done(out: Path, records_dir: Path, name: str) -> bool:
+    """Whether a run counts as finished: its run directory, where there is one, says so; without one, a finished
+    record in the records directory does (a fresh checkout holding only committed records)."""
+    run_dir = out / name
+    if run_dir.exists():
+        return run_finished(run_dir)
+    return finished_record(records_dir, name) is not None
 
 
 def run_command(args: argparse.Namespace, run: PlannedRun, run_dir: Path) -> list[str]:
@@ -176,17 +188,9 @@ class Experiment:
             return False
         return True
 
-    def _done(self, run: PlannedRun) -> bool:
-        """Its run directory, where there is one, says whether it finished; without one, a finished record in the
-        records directory does (a fresh checkout holding only committed records)."""
-        run_dir = self.out / run.name
-        if run_dir.exists():
-            return run_finished(run_dir)
-        return finished_record(self.records_dir, run.name) is not None
-
     def run(self) -> int:
         self.out.mkdir(parents=True, exist_ok=True)
-        todo = [(i, r) for i, r in enumerate(self.runs) if not self._done(r)]
+        todo = [(i, r) for i, r in enumerate(self.runs) if not run_done(self.out, self.records_dir, r.name)]
         for run in self.runs:  # finished before records existed, or the records folder was removed
             if run_finished(self.out / run.name) and not (self.records_dir / f"{run.name}.json").exists():
                 self._write_record(run)
@@ -241,6 +245,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if getattr(args, "records", None):
         check_records(Path(args.records), runs, f"{config.env.suite}:{config.env.task}")
     check_finished_configs(args, runs, records_dir_of(args))
+    to_run = sum(not run_done(Path(args.out), records_dir_of(args), r.name) for r in runs)
+    check_same_machine(records_dir_of(args), to_run, args.allow_other_machine)
     if args.dry_run:
         for run in runs:
             sys.stdout.write(" ".join(run_command(args, run, Path(args.out) / run.name)) + "\n")
@@ -344,6 +350,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="DIR",
         help="keep the runs' curated records in DIR (default OUT/records); a run with a finished record there is "
         "skipped even without its run directory, so a grid committed record by record goes on in a fresh checkout",
+    )
+    parser.add_argument(
+        ALLOW_FLAG,
+        action="store_true",
+        help="run here even though the records folder holds finished runs of another machine (refused otherwise: "
+        "time-to-threshold speed-ups compare wall-clock times); the report then lists both machines and says that "
+        "its speed-ups mix them",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the runs' commands in order and exit")
     parser.set_defaults(func=cmd_experiment)

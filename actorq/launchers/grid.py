@@ -12,7 +12,8 @@ and the file's ``expected_hours``, which must be what its cells and budgets add 
 the file stay true when a budget changes). Runs go one at a time, experiment by experiment in the file's order;
 each run's record is written as it finishes, and rerunning the same command skips every finished run
 (:mod:`actorq.launchers.experiment`): a grid of many hours goes on after a crash, an interrupt or in a fresh
-checkout holding only the committed records.
+checkout holding only the committed records, on the machine that made them: a task whose records are of another
+CPU is refused before the first run unless ``--allow-other-machine`` (:mod:`actorq.launchers.same_machine`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import yaml
 from actorq.config import ConfigError
 from actorq.launchers import experiment
 from actorq.launchers.orchestration import EXIT_INTERRUPTED, RUN_OVERHEAD_MIN, parse_precisions
+from actorq.launchers.same_machine import ALLOW_FLAG
 
 HOURS_TOLERANCE = 0.05
 """How far a grid file's ``expected_hours`` may be from what its cells and budgets add up to (a share)."""
@@ -205,7 +207,8 @@ def cmd_grid(args: argparse.Namespace) -> int:
     grid = load_grid(args.grid, args.subset)
     out = Path(args.out) / (args.subset or "")
     records = Path(args.records or args.out) / (args.subset or "")
-    plans = [(exp, experiment_argv(grid, exp, out, records)) for exp in grid.experiments]
+    allow = [ALLOW_FLAG] if args.allow_other_machine else []
+    plans = [(exp, experiment_argv(grid, exp, out, records) + allow) for exp in grid.experiments]
     for exp, argv in plans:
         parsed = _parse([*argv, "--dry-run"])
         try:
@@ -248,6 +251,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="DIR",
         help="keep each task's curated records in DIR/<task>/records (default: under --out); a run with a "
         "finished record there is skipped, so a grid committed record by record goes on in a fresh checkout",
+    )
+    parser.add_argument(
+        ALLOW_FLAG,
+        action="store_true",
+        help="go on although a task's records folder holds finished runs of another machine (refused otherwise; "
+        "keep one --records folder per machine, e.g. DIR/<machine slug>); the report then lists both machines and "
+        "says that its speed-ups mix them",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="validate, print the experiments' commands, exit"

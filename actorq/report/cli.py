@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from actorq.report import grid_md as gmd
-from actorq.report import intervals, paper, render, stats
+from actorq.report import intervals, machines, paper, render, stats
 from actorq.report import markdown as md
 from actorq.report import projection_md as pmd
 from actorq.report.analysis import PROJECTION_K, TaskTable, build_tables
@@ -44,7 +44,9 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     if t.config_differences:
         diffs = "; ".join(f"`{k}`: {', '.join(v)}" for k, v in t.config_differences.items())
         s.append(f"**Caveat: these runs differ in more than precision and seed** ({diffs}).\n")
-    s += _hardware_lines(t)
+    s += machines.hardware_lines(t)
+    mixed = machines.mixed_machines_note(t)
+    s += [mixed] if mixed else []
     note = md.untrained_note(t)
     s += [note, ""] if note else []
     everyone = [m for lab in t.labels() for m in t.runs[lab]]
@@ -136,33 +138,6 @@ def _bench_section(path: Path, out: Path) -> list[str]:
         s.append(_img(render.bench_sweep(sweep, out, f"{name}_sweep"), out, "pull sweep"))
     s += [f"- {note}" for note in data.get("notes", [])] + [""]
     return s
-
-
-def _hardware_lines(t: TaskTable) -> list[str]:
-    """Where the runs ran (CPU, flags, caches; bandwidth as the median over runs) and the kernels the actors
-    verified: one line per machine, not per run."""
-    machines: dict[str, dict[str, Any]] = {}
-    for label in t.labels():
-        for m in t.runs[label]:
-            hw, kernel = m.run.summary.get("hardware"), m.run.summary.get("kernel")
-            if not hw:
-                continue
-            flags = ", ".join(f for f, on in (hw.get("flags") or {}).items() if on) or "-"
-            key = f"{hw.get('model', '?')}, {hw.get('cores', '?')} cores ({flags}); L3 {hw.get('l3_bytes')} B"
-            seen = machines.setdefault(key, {"kernels": set(), "weights": [], "dram": [], "runs": 0})
-            seen["runs"] += 1
-            seen["weights"].append(hw.get("weights_read_gbs"))
-            seen["dram"].append(hw.get("dram_read_gbs"))
-            if kernel:
-                seen["kernels"].add(
-                    f"{split_label(label)[0]}: {kernel} (error {md.fmt(m.run.summary.get('kernel_error'), 4)})"
-                )
-    return [
-        f"Machine ({v['runs']} runs): {key}; read bandwidth {md.fmt(stats.plain_median(v['weights']).median, 2)} GB/s "
-        f"at the policy's weight size, {md.fmt(stats.plain_median(v['dram']).median, 2)} GB/s from DRAM (medians "
-        f"over runs); actor kernels: {', '.join(sorted(v['kernels'])) or 'not recorded'}.\n"
-        for key, v in machines.items()
-    ]
 
 
 def _machine(info: dict[str, Any]) -> str:

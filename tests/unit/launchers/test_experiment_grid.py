@@ -104,11 +104,12 @@ run_dir = Path(sys.argv[sys.argv.index("--run-dir") + 1])
     "step,time,actor_steps,eval_return\\n0,%f,0,10\\n50,%f,500,180\\n" % (time.time() + 1, time.time() + 2)
 )
 from actorq.config import save_config
+from actorq.hardware import cpu_info
 from actorq.launchers.train import planned_config
 save_config(planned_config(sys.argv[1:]), run_dir / "config.yaml")  # what actorq train saves
 summary = {"exit": "max_actor_steps", "task": "gym:CartPole-v1", "wall_seconds": 3.0, "best_eval_return": 180,
            "precision": sys.argv[sys.argv.index("--precision") + 1], "energy": {"started_at": time.time()},
-           "seed": int(sys.argv[sys.argv.index("--seed") + 1]), "args": sys.argv[1:]}
+           "seed": int(sys.argv[sys.argv.index("--seed") + 1]), "args": sys.argv[1:], "hardware": cpu_info()}
 (run_dir / "summary.json").write_text(json.dumps(summary))
 """
 
@@ -255,3 +256,68 @@ def test_finished_runs_made_with_other_settings_are_refused_before_any_run(tmp_p
         experiment.cmd_experiment(_args(tmp_path, "--records", str(records), "--max-actor-steps", "0")) == 0
     )
     assert not any(p.name.endswith("-s0") or p.name.endswith("-s1") for p in (tmp_path / "exp").iterdir())
+
+
+def _other_machine(records: Path) -> dict:
+    """Make every record in ``records`` say it ran on another CPU (this one's, with another L2 and no AVX2)."""
+    from actorq.hardware import cpu_info
+
+    other = {
+        **cpu_info(),
+        "l2_bytes": 12345,
+        "flags": {**cpu_info()["flags"], "avx2": not cpu_info()["flags"]["avx2"]},
+    }
+    for path in records.glob("*.json"):
+        data = json.loads(path.read_text())
+        data["summary"]["hardware"] = other
+        path.write_text(json.dumps(data))
+    return other
+
+
+def test_runs_of_this_machine_are_not_added_to_records_of_another(tmp_path, monkeypatch, capsys, caplog):
+    """A grid continued on another CPU is refused before any run starts (its speed-ups would compare wall-clock
+    times of two machines), unless every run is finished (re-rendering) or --allow-other-machine says so."""
+    import shutil
+
+    from actorq.hardware import machine_slug
+
+    _fake_runs(tmp_path, monkeypatch)
+    records = tmp_path / "records"
+    assert experiment.cmd_experiment(_args(tmp_path, "--records", str(records))) == 0
+    shutil.rmtree(tmp_path / "exp")  # a fresh checkout on another day's machine: only the committed records
+    _other_machine(records)
+    assert (
+        experiment.cmd_experiment(_args(tmp_path, "--records", str(records))) == 0
+    )  # all finished: no refusal
+    assert "8 of 8 runs already finished" in capsys.readouterr().out
+    lost = f"fp32-{SPI}=1-s1"
+    (records / f"{lost}.json").unlink()
+    made = sorted(p.name for p in (tmp_path / "exp").iterdir())
+    with pytest.raises(ConfigError) as refused:
+        experiment.cmd_experiment(_args(tmp_path, "--records", str(records)))
+    message = str(refused.value)
+    assert str(records) in message and "7 runs" in message and "1 run would run" in message
+    assert "l2_bytes: 12345 vs" in message and "flags:" in message  # the fields that differ, there vs here
+    assert f"--records DIR/{machine_slug()}" in message and "--allow-other-machine" in message
+    assert sorted(p.name for p in (tmp_path / "exp").iterdir()) == made  # nothing ran
+    with caplog.at_level("WARNING"):
+        assert (
+            experiment.cmd_experiment(_args(tmp_path, "--records", str(records), "--allow-other-machine"))
+            == 0
+        )
+    assert (records / f"{lost}.json").exists() and "mixing them" in caplog.text
+    assert [
+        line.split(" ")[1].rstrip(":") for line in capsys.readouterr().out.splitlines() if line[:1] == "["
+    ] == [lost]
+
+
+def test_records_that_name_no_machine_cannot_show_they_are_this_ones(tmp_path, monkeypatch):
+    _fake_runs(tmp_path, monkeypatch)
+    records = tmp_path / "records"
+    assert experiment.cmd_experiment(_args(tmp_path, "--records", str(records), "--seeds", "1")) == 0
+    for path in records.glob("*.json"):
+        data = json.loads(path.read_text())
+        del data["summary"]["hardware"]
+        path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="no machine recorded"):
+        experiment.cmd_experiment(_args(tmp_path, "--records", str(records)))  # seed 1 would run

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from actorq.config import ConfigError, save_config
+from actorq.hardware import cpu_info
 from actorq.launchers import experiment, grid
 from actorq.launchers.orchestration import RunProcess
 from actorq.report.records import SCHEMA
@@ -83,7 +84,8 @@ def _fake_runs(monkeypatch) -> list[str]:
     def run(self, cmd, log_path):
         run_dir = Path(cmd[cmd.index("--run-dir") + 1])
         run_dir.mkdir(parents=True)
-        (run_dir / "summary.json").write_text(json.dumps({"exit": "max_minutes", "task": "gym:CartPole-v1"}))
+        summary = {"exit": "max_minutes", "task": "gym:CartPole-v1", "hardware": cpu_info()}
+        (run_dir / "summary.json").write_text(json.dumps(summary))
         started.append(run_dir.name)
         return 0
 
@@ -120,3 +122,24 @@ def test_a_rerun_skips_finished_runs_even_from_records_alone(tmp_path, monkeypat
     # A subset runs apart from the full grid (its own folders), so it starts its runs.
     assert _grid(path, out, records, "--subset", "one") == 0
     assert len(started) == 12 and (records / "one" / "t" / "records").is_dir()
+
+
+def test_a_grid_continued_on_another_machine_is_refused_unless_allowed(tmp_path, monkeypatch):
+    started = _fake_runs(monkeypatch)
+    path, out, records = _grid_file(tmp_path), tmp_path / "out", tmp_path / "records"
+    assert _grid(path, out, records) == 0
+    shutil.rmtree(out)  # the next session: another CPU, the committed records
+    task = records / "t" / "records"
+    for record in task.glob("*.json"):
+        data = json.loads(record.read_text())
+        data["summary"]["hardware"] = {**cpu_info(), "cores": cpu_info()["cores"] + 1}
+        record.write_text(json.dumps(data))
+    assert _grid(path, out, records) == 0 and len(started) == 8  # every run finished: re-rendering is fine
+    (task / "int8-actor.envs_per_actor=2-s1.json").unlink()
+    with pytest.raises(
+        ConfigError, match=r"experiment env1: records folder .*cores: \d+ vs \d+.*allow-other-machine"
+    ):
+        _grid(path, out, records, "--dry-run")  # validation refuses before the first run
+    assert len(started) == 8
+    assert _grid(path, out, records, "--allow-other-machine") == 0
+    assert started[8:] == ["int8-actor.envs_per_actor=2-s1"]

@@ -327,3 +327,35 @@ def test_report_names_the_machine_and_the_kernels_the_actors_verified(tmp_path):
     assert "Machine (2 runs): AMD EPYC, 2 cores (avx2)" in text and "40.10 GB/s" in text
     assert text.count("Machine (") == 1  # one line per machine, not one per run
     assert "int8: int8/ort-u8 (error 0.0074)" in text and "fp32: fp32/ort" in text
+
+
+ZEN3 = {
+    "model": "AMD EPYC",
+    "arch": "x86_64",
+    "cores": 2,
+    "flags": {"avx2": True, "avx512_vnni": False},
+    "l2_bytes": 524288,
+    "l3_bytes": 33554432,
+}
+
+
+@pytest.mark.parametrize("mixed", [False, True])
+def test_a_task_whose_runs_come_from_two_machines_says_so(tmp_path, mixed):
+    """Speed-ups compare wall-clock times: a table mixing machines warns, naming its runs per machine; a table of
+    one machine (even with records that list fewer flags as off) is as it was."""
+    zen4 = {**ZEN3, "flags": {"avx2": True, "avx512_vnni": True}, "l2_bytes": 1048576}
+    for seed in range(3):
+        for precision in ("fp32", "int8"):
+            other = mixed and seed == 2
+            hardware = zen4 if other else ({**ZEN3, "flags": {"avx2": True}} if seed else ZEN3)
+            make_run(tmp_path / "runs", precision, seed, ramp_returns(10, 50, seed=seed), hardware=hardware)
+    text = build_report([str(tmp_path / "runs")], tmp_path / "r").read_text()
+    if not mixed:
+        assert "Caveat: these runs come from" not in text and text.count("Machine (6 runs): AMD EPYC") == 1
+        return
+    assert "**Caveat: these runs come from 2 machines**" in text
+    assert "machine 1, AMD EPYC (x86_64, 2 cores; avx2): 4 runs (fp32 2, int8 2)" in text
+    assert "machine 2, AMD EPYC (x86_64, 2 cores; avx2 avx512_vnni): 2 runs (fp32 1, int8 1)" in text
+    assert "differing from machine 1 in flags: avx2 vs avx2 avx512_vnni, l2_bytes: 524288 vs 1048576)" in text
+    assert "the speed-ups below mix them" in text
+    assert "Machine 1 (4 runs): AMD EPYC" in text and "Machine 2 (2 runs): AMD EPYC" in text
