@@ -195,31 +195,34 @@ reproduce-cpu-learnerbound: $(STAMP)
 # `actorq plan` timed (reports/plan-2026-11-27-zen4). Resumable: each run's record is written as it finishes, and the
 # same command skips finished runs. REPRODUCE_SUBSET=1 (`make reproduce-cpu-subset`): CartPole at 1 env, fp32 and
 # int8 x 3 seeds, 13 min per run and a quick plan (~86 min), into its own folders. ACTORBOUND_RECORDS=DIR keeps the records in
-# DIR/<task>/records (DIR/subset/... for the subset) and counts a run with a finished record there as done, so the
-# grid goes on across sessions from committed records:
+# DIR/<machine slug>/<task>/records (.../subset/... for the subset; one folder per CPU, as `actorq.hardware.machine_slug`
+# names it: wall-clock speed-ups are not compared across machines, and the grid refuses to add runs to another
+# machine's folder) and counts a run with a finished record there as done, so the grid goes on across sessions from
+# committed records:
 # `make reproduce-cpu-actorbound ACTORBOUND_RECORDS=reports/experiments/table2-actorbound`.
 ACTORBOUND_GRID ?= configs/experiments/table2-actorbound.yaml
 ACTORBOUND_OUT ?= $(REPRODUCE_CPU_OUT)/actorbound
 ACTORBOUND_RECORDS ?=
-# Where the task folders of the grid's records are (the report reads every <task>/records there).
-actorbound_records = $(or $(ACTORBOUND_RECORDS),$(ACTORBOUND_OUT))$(if $(REPRODUCE_SUBSET),/subset)
 # task:config of each task the grid runs; before the first run each gets `actorq plan` on this machine (~5-10 min,
-# alone; the subset's `--quick` one ~2 min; kept as <records>/plan-<task>.json and reused), and the report takes the learner's capacity C and the
-# actors' supply from it: no run of this grid has a never-starved learner, so without a plan the predicted
+# alone; the subset's `--quick` one ~2 min; kept as <records>/plan-<task>.json and reused), and the report takes
+# the learner's capacity C and the actors' supply from it: no run of this grid has a never-starved learner, so without a plan the predicted
 # speed-up would be "-". A plan made on another machine or for another config is refused by the report.
 ACTORBOUND_TASKS = dqn_cartpole:configs/dqn/gym_cartpole.yaml $(if $(REPRODUCE_SUBSET),,dqn_acrobot:configs/dqn/gym_acrobot.yaml)
 reproduce-cpu-actorbound: $(STAMP)
 	@grep -m1 'model name' /proc/cpuinfo; nproc
-	@set -u; status=0; plans=""; mkdir -p $(actorbound_records); \
+	@set -u; status=0; plans=""; \
+	slug=$$($(VENV)/bin/python -c 'from actorq.hardware import machine_slug; print(machine_slug())'); \
+	recs=$(if $(ACTORBOUND_RECORDS),$(ACTORBOUND_RECORDS)/$$slug); \
+	rec=$${recs:-$(ACTORBOUND_OUT)}$(if $(REPRODUCE_SUBSET),/subset); mkdir -p $$rec; echo "records: $$rec"; \
 	for tc in $(ACTORBOUND_TASKS); do \
-	  plan=$(actorbound_records)/plan-$${tc%%:*}.json; plans="$$plans --plan $$plan"; \
+	  plan=$$rec/plan-$${tc%%:*}.json; plans="$$plans --plan $$plan"; \
 	  [ -f $$plan ] || $(VENV)/bin/actorq plan $${tc#*:} $(if $(REPRODUCE_SUBSET),--quick) --json $$plan || exit $$?; \
 	done; \
 	$(VENV)/bin/actorq grid $(ACTORBOUND_GRID) $(if $(REPRODUCE_SUBSET),--subset subset) --out $(ACTORBOUND_OUT) \
-	  $(if $(ACTORBOUND_RECORDS),--records $(ACTORBOUND_RECORDS)) || status=$$?; \
+	  $${recs:+--records $$recs} || status=$$?; \
 	[ $$status -eq 130 ] && { echo "interrupted: run the same make command again to resume"; exit 130; }; \
-	tasks=$$(ls -d $(actorbound_records)/*/records 2>/dev/null); \
-	if [ -n "$$tasks" ]; then $(VENV)/bin/actorq report $$tasks $$plans --out $(actorbound_records)/report || exit $$?; fi; \
+	tasks=$$(ls -d $$rec/*/records 2>/dev/null); \
+	if [ -n "$$tasks" ]; then $(VENV)/bin/actorq report $$tasks $$plans --out $$rec/report || exit $$?; fi; \
 	exit $$status
 reproduce-cpu-subset:
 	$(MAKE) reproduce-cpu-actorbound REPRODUCE_SUBSET=1
