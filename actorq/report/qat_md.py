@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.report import coverage
+from actorq.report import coverage, qat_plots
 from actorq.report import qat_stats as qs
 
 PAPER = {
@@ -62,12 +62,19 @@ def status_block(recs: qs.Records) -> str:
         for r in s.values()
     )
     bits = "/".join(map(str, qs.widths(recs)))
+    ctl = sum(len(by.get(qs.CONTROL, {})) for by in recs.values())
+    controls = f"{ctl} fine-tune controls (the QAT fine-tune without quantization), " if ctl else ""
     return (
-        f"Records: {fp + qat} cells in {len(recs)} pair{'s' if len(recs) != 1 else ''} ({', '.join(sorted(recs))}), widths {bits}, "
+        f"Records: {fp + ctl + qat} cells in {len(recs)} pair{'s' if len(recs) != 1 else ''} ({', '.join(sorted(recs))}), widths {bits}, "
         f"{seeds} training seeds per cell: {fp} fp32 policies (each with PTQ W and PTQ W+A at every width) and "
-        f"{qat} QAT policies; {same}/{qat} QAT policies got identical episode returns deployed as integers and as "
+        f"{controls}{qat} QAT policies; {same}/{qat} QAT policies got identical episode returns deployed as integers and as "
         "the fake-quant graph.\n"
     )
+
+
+def _holds_zero(e: dict[str, Any] | None) -> bool:
+    """Whether an E% interval exists and contains 0."""
+    return e is not None and e["low"] is not None and e["low"] <= 0 <= e["high"]
 
 
 def claims_block(summary: dict[str, Any]) -> str:
@@ -107,14 +114,22 @@ def claims_block(summary: dict[str, Any]) -> str:
             and r["qat"]["E%"]["low"] <= 0 <= r["qat"]["E%"]["high"]
         ]
         lines.append(f"{pair}: QAT's E% interval holds 0 (within fp32) at {', '.join(held) or 'no'} bits.")
+        if res.get("control"):
+            held = [str(r["bits"]) for r in res["rows"] if _holds_zero(r.get("qat_vs_control"))]
+            lines.append(
+                f"{pair}: QAT's E% against the {qs.CONTROL_LABEL} (the quantization alone) holds 0 at "
+                f"{', '.join(held) or 'no'} bits."
+            )
     return "\n".join(f"- {x}" for x in lines) + "\n"
 
 
 def grid_markdown(recs: qs.Records, pairs: list[str], seeds: int) -> str:
     """Seeds with a record per pair and column, out of ``seeds`` asked."""
-    cols = ["fp32", *(f"qat{b}" for b in qs.widths(recs))]
+    control = [qs.CONTROL] if any(qs.CONTROL in by for by in recs.values()) else []
+    cols = ["fp32", *control, *(f"qat{b}" for b in qs.widths(recs))]
+    ft = f"; {qs.CONTROL}: the fine-tune control" if control else ""
     lines = [
-        f"Cells finished (training seeds with a record / {seeds} asked; fp32 includes PTQ at every width):",
+        f"Cells finished (training seeds with a record / {seeds} asked; fp32 includes PTQ at every width{ft}):",
         "",
         "| pair | " + " | ".join(cols) + " |",
         "|---" * (len(cols) + 1) + "|",
@@ -193,13 +208,17 @@ def pair_markdown(pair: str, res: dict[str, Any], by_name: dict[str, dict[int, d
             "that policy, evaluated on replicate r's episodes. Claims hold for this agent, not for its algorithm.",
             "",
         ]
+    ctl = res.get("control")
+    lines += control_lines(ctl) if ctl else []
     lines += [
-        "| bits | PTQ W | E% [CI] | PTQ W+A | E% [CI] | QAT W+A, deployed int | E% [CI] |",
-        "|---|---|---|---|---|---|---|",
+        "| bits | PTQ W | E% [CI] | PTQ W+A | E% [CI] | QAT W+A, deployed int | E% [CI] |"
+        + (" QAT E% vs control [CI] |" if ctl else ""),
+        "|---|---|---|---|---|---|---|" + ("---|" if ctl else ""),
     ]
     for r in res["rows"]:
+        vs = [_ci(r["qat_vs_control"]) if r.get("qat_vs_control") else "-"] if ctl else []
         lines.append(
-            "| " + " | ".join([str(r["bits"]), *(x for m in qs.METHODS for x in _cell(r[m]))]) + " |"
+            "| " + " | ".join([str(r["bits"]), *(x for m in qs.METHODS for x in _cell(r[m])), *vs]) + " |"
         )
     lines += [
         "",
@@ -235,6 +254,27 @@ def pair_markdown(pair: str, res: dict[str, Any], by_name: dict[str, dict[int, d
     return "\n".join(lines) + "\n"
 
 
+def control_lines(ctl: dict[str, Any]) -> list[str]:
+    """The fine-tune control's row and what each E% of the pair's table compares."""
+    return [
+        "| control | mean [95% CI] | E% vs fp32 [CI] |",
+        "|---|---|---|",
+        f"| {qs.CONTROL_LABEL} | {_ci(ctl['mean'])} (n={ctl['n']}) | {_ci(ctl['E%'])} |",
+        "",
+        "The control is the QAT recipe's fine-tune of the same fp32 policy with the same seed and steps and no "
+        "quantization. **QAT vs control** (the last column, paired by seed) isolates the quantization; **QAT vs "
+        "fp32** (the E% next to QAT) includes the extra training, whose own effect is the control's E% vs fp32.",
+        "",
+    ]
+
+
+CONTROL_NOTE = (
+    f"\nFine-tune control ({qs.CONTROL_LABEL}, records `{qs.CONTROL}_s<seed>.json`): the QAT fine-tune without "
+    "quantization. QAT vs control (E% against the control of the same seed, paired bootstrap) isolates the "
+    "quantization; QAT vs fp32 includes the fine-tune's extra training.\n"
+)
+
+
 def method_markdown(summary: dict[str, Any]) -> str:
     """How every figure was computed, with the real coverage of the intervals at the n the tables have."""
     ns = sorted(
@@ -253,63 +293,8 @@ def method_markdown(summary: dict[str, Any]) -> str:
         f'p <= {qs.ALPHA} and >= {qs.MIN_CLAIM_SEEDS} seeds in both cells (else "{qs.TOO_FEW}"). Real coverage '
         "of the nominal 95% intervals at the seeds used (`actorq/report/coverage.py`):\n\n"
         + "".join(f"- {x}\n" for x in notes)
+        + (CONTROL_NOTE if any(res.get("control") for res in summary["pairs"].values()) else "")
     )
-
-
-def _plots(
-    pair: str, res: dict[str, Any], by_name: dict[str, dict[int, dict[str, Any]]], out: Path
-) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    files = []
-    if res["fp32"] is not None and res["rows"]:
-        fig, ax = plt.subplots(figsize=(6.4, 3.8))
-        f = res["fp32"]["mean"]
-        if f["low"] is not None:
-            ax.axhspan(f["low"], f["high"], color="gray", alpha=0.2)
-        ax.axhline(f["value"], color="gray", ls="--", label="fp32 mean (95% CI band)")
-        for m, label in qs.METHODS.items():
-            pts = [(r["bits"], r[m]["mean"]) for r in res["rows"] if r[m] is not None]
-            x = np.array([p[0] for p in pts])
-            y = np.array([p[1]["value"] for p in pts])
-            lo = np.array([p[1]["low"] if p[1]["low"] is not None else p[1]["value"] for p in pts])
-            hi = np.array([p[1]["high"] if p[1]["high"] is not None else p[1]["value"] for p in pts])
-            if pts:
-                ax.errorbar(x, y, yerr=[y - lo, hi - y], marker="o", capsize=3, label=label)
-        ax.invert_xaxis()
-        ax.set_xlabel("bits (weights; W+A: activations too)")
-        ax.set_ylabel("episode reward")
-        ax.set_title(f"QAT vs PTQ: {pair} (mean over seeds, rliable 95% CI)", fontsize=9)
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(out / f"sweet_spot_{pair}.png", dpi=110)
-        plt.close(fig)
-        files.append(f"sweet_spot_{pair}.png")
-    names = ["fp32", *sorted((n for n in by_name if n != "fp32"), key=lambda n: -int(n[3:]))]
-    curves = {}
-    for name in names:
-        runs = [r["curve"] for r in by_name.get(name, {}).values() if r.get("curve")]
-        if runs:
-            k = min(len(c) for c in runs)
-            curves[name] = ([c[0] for c in runs[0][:k]], np.mean([[c[1] for c in r[:k]] for r in runs], 0))
-    if curves:
-        fig, ax = plt.subplots(figsize=(6.4, 3.8))
-        for label, (x, y) in curves.items():
-            ax.plot(x, y, marker=".", label=label)
-        ax.set_xlabel("environment steps")
-        ax.set_ylabel("training episode return (last 20)")
-        ax.set_title(f"Training curves {pair} (mean over seeds)", fontsize=9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / f"curves_{pair}.png", dpi=120)
-        plt.close(fig)
-        files.append(f"curves_{pair}.png")
-    return files
 
 
 def update_readme(path: Path, blocks: dict[str, str]) -> list[str]:
@@ -363,7 +348,7 @@ def render(out: str | Path, pairs: list[str] | None = None, seeds: int | None = 
     ]
     for p in names:
         parts.append(pair_markdown(p, summary["pairs"][p], recs.get(p, {})))
-        parts += [f"![{f}]({f})\n" for f in _plots(p, summary["pairs"][p], recs.get(p, {}), out)]
+        parts += [f"![{f}]({f})\n" for f in qat_plots.plots(p, summary["pairs"][p], recs.get(p, {}), out)]
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     path = out / "report.md"
     path.write_text("\n".join(parts))

@@ -16,6 +16,11 @@ the seed's policy, so they are not independent draws of it). Per pair, width and
   is one family: Holm's correction (:func:`actorq.report.multitest.holm`) over all of them. A claim ("QAT better",
   "PTQ better") is made only where the Holm-adjusted p is at most :data:`ALPHA` and both cells have at least
   :data:`MIN_CLAIM_SEEDS` seeds; below that the cell says "too few seeds for a claim" whatever its p.
+
+QAT fine-tunes the fp32 policy for the recipe's extra steps, so its E% against fp32 mixes the quantization with that
+training. Where the study has the **fine-tune control** (:data:`CONTROL`: the same fine-tune, seed and steps
+without quantization), the pair gets the control's cell (E% against fp32: what the extra training alone does) and
+every width QAT's E% against the control, paired by seed the same way: that comparison isolates the quantization.
 """
 
 from __future__ import annotations
@@ -44,11 +49,17 @@ METHODS = {"ptq_w": "PTQ W", "ptq_wa": "PTQ W+A", "qat": "QAT W+A (deployed int)
 """The quantized methods of a width, in table order."""
 BASELINES = ("ptq_w", "ptq_wa")
 """What QAT is compared with at each width."""
+CONTROL = "ft32"
+"""The fine-tune control's record name (``ft32_s<seed>.json``) and key in :data:`Records`; the record format
+``actorq.studies.qat_study.CONTROL`` writes (the report does not import the studies)."""
+CONTROL_KIND = "fp32_finetune"
+"""A control record's ``kind`` and the field holding its per-episode returns (``qat_study.CONTROL_KIND``)."""
+CONTROL_LABEL = "fp32 fine-tuned (control)"
 TOO_FEW = "too few seeds for a claim"
 NO_DIFFERENCE = "no difference shown"
 
 Records = dict[str, dict[str, dict[int, dict[str, Any]]]]
-"""``{pair: {"fp32" | "qat<bits>": {seed: record}}}``."""
+"""``{pair: {"fp32" | "ft32" | "qat<bits>": {seed: record}}}``."""
 
 
 def load(out: str | Path) -> Records:
@@ -61,7 +72,8 @@ def load(out: str | Path) -> Records:
     for path in sorted(Path(out, "records").glob("*/*.json")):
         rec = json.loads(path.read_text())
         try:
-            name = "fp32" if rec["kind"] == "fp32" else f"qat{int(rec['bits'])}"
+            kind = rec["kind"]
+            name = "fp32" if kind == "fp32" else CONTROL if kind == CONTROL_KIND else f"qat{int(rec['bits'])}"
             recs.setdefault(rec["pair"], {}).setdefault(name, {})[int(rec["seed"])] = rec
         except KeyError as e:
             raise ValueError(
@@ -85,8 +97,10 @@ def widths(recs: Records) -> list[int]:
 def seed_scores(
     pair: dict[str, dict[int, dict[str, Any]]], bits: int | None, method: str
 ) -> dict[int, float]:
-    """``{seed: mean evaluation return}`` of ``method`` ("fp32", "ptq_w", "ptq_wa", "qat") at ``bits``; seeds
-    without that result are left out."""
+    """``{seed: mean evaluation return}`` of ``method`` ("fp32", :data:`CONTROL`, "ptq_w", "ptq_wa", "qat") at
+    ``bits``; seeds without that result are left out."""
+    if method == CONTROL:
+        return {s: float(np.mean(r[CONTROL_KIND])) for s, r in sorted(pair.get(CONTROL, {}).items())}
     if method == "qat":
         return {s: float(np.mean(r["qat_deployed"])) for s, r in sorted(pair.get(f"qat{bits}", {}).items())}
     fp = sorted(pair.get("fp32", {}).items())
@@ -179,7 +193,11 @@ def lowest_within(rows: list[dict[str, Any]], key: str) -> int | None:
 
 
 def summarize(recs: Records, pairs: list[str] | None = None) -> dict[str, Any]:
-    """The whole study: ``{"pairs": {pair: {"fp32": cell, "rows": [...], "lowest_within": ...}}, "family": m}``."""
+    """The whole study: ``{"pairs": {pair: {"fp32": cell, "rows": [...], "lowest_within": ...}}, "family": m}``.
+
+    A pair with control records also gets ``"control"`` (its cell, E% against fp32) and each row with QAT
+    ``"qat_vs_control"`` (QAT's E% against the control); pairs without have neither key.
+    """
     bits = widths(recs)
     out: dict[str, Any] = {"pairs": {}, "widths": bits}
     family: list[dict[str, Any]] = []
@@ -187,9 +205,14 @@ def summarize(recs: Records, pairs: list[str] | None = None) -> dict[str, Any]:
         pair = recs.get(name, {})
         fp = seed_scores(pair, None, "fp32")
         res: dict[str, Any] = {"fp32": cell(fp), "rows": []}
+        ft = seed_scores(pair, None, CONTROL)
+        if ft:
+            res["control"] = cell(ft, fp)
         for b in bits:
             scores = {m: seed_scores(pair, b, m) for m in METHODS}
             row: dict[str, Any] = {"bits": b, **{m: cell(s, fp) for m, s in scores.items()}}
+            if set(ft) & set(scores["qat"]):  # paired: only the seeds both have
+                row["qat_vs_control"] = relative_loss(scores["qat"], ft)
             for base in BASELINES:
                 c = compare(scores["qat"], scores[base])
                 row[f"qat_vs_{base}"] = c

@@ -137,6 +137,14 @@ def _forward_qat_modules(model: BaseAlgorithm, obs: np.ndarray) -> None:
                 mod(x)
 
 
+def _calibration_forwards(model: BaseAlgorithm, obs: np.ndarray) -> None:
+    """The forwards of :func:`calibrate` without fake-quant layers (the control runs them for the same RNG
+    draws)."""
+    model.policy.set_training_mode(False)
+    for i in range(0, len(obs), 256):
+        _forward_qat_modules(model, obs[i : i + 256])
+
+
 def calibrate(model: BaseAlgorithm, obs: np.ndarray) -> dict[str, tuple[float, float]]:
     """Min/max activation ranges of every fake-quant layer over ``obs``; returns them.
 
@@ -188,8 +196,12 @@ def finetune_qat(
     recipe: QatRecipe | None = None,
     act_bits: int | None = None,
     callbacks: list[BaseCallback] | None = None,
+    quantize: bool = True,
 ) -> tuple[BaseAlgorithm, dict[str, Any]]:
     """Fine-tune the (converged, fp32) ``model`` with fake quantization, in place, following ``recipe``.
+
+    ``quantize=False`` is the fine-tune control: the same recipe, calibration episodes, schedules, callbacks and
+    steps, with no fake-quant layer at all, so QAT against it isolates the quantization from the extra training.
 
     Args:
         model: SB3 model holding the fp32 policy; its env is the training env the fine-tune continues on.
@@ -198,23 +210,31 @@ def finetune_qat(
         recipe: The recipe (default :class:`QatRecipe`).
         act_bits: Activation bit width (default: ``bits``; 0 leaves activations in fp32).
         callbacks: Extra SB3 callbacks (e.g. a learning-curve recorder).
+        quantize: False: the unquantized control (``bits`` and ``act_bits`` are ignored and recorded as None).
 
     Returns:
-        The model with its fake-quant layers in place and on, and run info (recipe, ranges, learning rates).
+        The model with its fake-quant layers in place and on (none for the control), and run info (recipe,
+        ranges, learning rates).
     """
     recipe = recipe or QatRecipe()
     recipe.validate()
-    act_bits = bits if act_bits is None else (act_bits or None)
-    scheme = tq.QuantScheme.parse(str(bits), per_channel_linear=recipe.per_channel_linear)
+    act_bits = (bits if act_bits is None else (act_bits or None)) if quantize else None
+    # The control records the calibration episodes and runs the calibration forwards too: both sample actions
+    # from torch's global RNG, so its fine-tune starts from the RNG state QAT's starts from.
     calib_obs = envs.record_observations(
         model, env_id, recipe.calib_steps, seed=recipe.calib_seed, deterministic=recipe.calib_deterministic
     )
-    mods = zoo.qat_modules(model)
-    wrapped = {
-        n: tq.wrap_quant_layers(m, scheme, act_bits=act_bits, ema_decay=recipe.ema_decay)
-        for n, m in mods.items()
-    }
+    mods = zoo.qat_modules(model) if quantize else {}
+    wrapped: dict[str, list[str]] = {}
+    if quantize:
+        scheme = tq.QuantScheme.parse(str(bits), per_channel_linear=recipe.per_channel_linear)
+        wrapped = {
+            n: tq.wrap_quant_layers(m, scheme, act_bits=act_bits, ema_decay=recipe.ema_decay)
+            for n, m in mods.items()
+        }
     calibrated = calibrate(model, calib_obs) if act_bits else {}
+    if not quantize:
+        _calibration_forwards(model, calib_obs)
     for m in mods.values():
         tq.set_quant_enabled(m, True)
     _constant_schedules(model, recipe)
@@ -229,15 +249,15 @@ def finetune_qat(
     info = {
         "schedule": "finetune",
         "recipe": asdict(recipe),
-        "bits": bits,
+        "bits": bits if quantize else None,
         "act_bits": act_bits,
         "finetune_start": start,
         "finetune_end": int(model.num_timesteps),
-        "ranges_frozen_at": cb.frozen_at,
+        "ranges_frozen_at": cb.frozen_at if quantize else None,
         "lr_seen": sorted(cb.lr_seen),
         "train_seconds": round(train_s, 2),
         "wrapped_layers": wrapped,
-        "quantized_forwards": qat.verify_qat(model),
+        "quantized_forwards": qat.verify_qat(model) if quantize else {},
         "calibrated_ranges": calibrated,
         "activation_ranges": {n: tq.activation_ranges(m) for n, m in mods.items()},
     }

@@ -34,6 +34,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from actorq.studies import envs, ptq, qat, qat_deploy, qat_finetune, zoo
 from actorq.studies import torch_fake_quant as tq
+from actorq.studies.policy_stats import action_stats, weight_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +82,15 @@ CALIB_STEPS = 500
 CHECK_OBS_SEED = 7
 CURVE_POINTS = 25
 SCHEDULES = ("finetune", "from_scratch")  # QAT schedules: the recipe (default), and the committed study's
+CONTROL = "ft32"
+"""The fine-tune control's cell and record name: the ``finetune`` schedule's fine-tune of the fp32 policy, same
+recipe, seed and steps, with no quantization (so QAT against it isolates the quantization from the training)."""
+CONTROL_KIND = "fp32_finetune"
+"""The control record's ``kind``, and the field holding its per-episode returns."""
+FINETUNE_FIELDS = ("schedule", "recipe", "finetune_start", "ranges_frozen_at", "lr_seen")
+"""What a fine-tune (QAT or control) record copies from :func:`qat_finetune.finetune_qat`'s run info."""
+Cell = tuple[Any, int | str | None, int]
+"""``(pair or zoo agent, None (fp32) | CONTROL | QAT bit width, seed)``."""
 
 
 class CurveCallback(BaseCallback):
@@ -104,15 +114,18 @@ class CurveCallback(BaseCallback):
         return True
 
 
-def record_path(out: Path, pair: Pair, bits: int | None, seed: int) -> Path:
-    """Where the record of one cell lives (``bits=None``: the fp32 cell, PTQ included)."""
-    name = "fp32" if bits is None else f"qat{bits}"
+def record_path(out: Path, pair: Any, bits: int | str | None, seed: int) -> Path:
+    """Where the record of one cell of ``pair`` (a :class:`Pair` or a zoo agent) lives (``bits=None``: the fp32
+    cell, PTQ included; :data:`CONTROL`: the fine-tune control)."""
+    name = "fp32" if bits is None else CONTROL if bits == CONTROL else f"qat{bits}"
     return out / "records" / pair.key / f"{name}_s{seed}.json"
 
 
-def cells(pairs: list[Pair], bits: list[int], seeds: int) -> list[tuple[Pair, int | None, int]]:
-    """All cells in priority order: every fp32 cell, then QAT one bit width at a time (``bits`` order)."""
-    order: list[tuple[Pair, int | None, int]] = [(p, None, s) for s in range(seeds) for p in pairs]
+def cells(pairs: list[Any], bits: list[int], seeds: int, control: bool = True) -> list[Cell]:
+    """All cells in priority order: every fp32 cell, then (``control``) every fine-tune control cell, then QAT
+    one bit width at a time (``bits`` order); a partial run has the control of every seed before any QAT."""
+    order: list[Cell] = [(p, None, s) for s in range(seeds) for p in pairs]
+    order += [(p, CONTROL, s) for s in range(seeds) for p in pairs] if control else []
     order += [(p, b, s) for b in bits for s in range(seeds) for p in pairs]
     return order
 
@@ -147,39 +160,6 @@ def write_record(path: Path, record: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1))
     os.replace(tmp, path)  # a killed run never leaves a half-written record that would be skipped
-
-
-def weight_ranges(model: BaseAlgorithm) -> dict[str, list[float]]:
-    """``[min, max, std]`` of every deployed Linear weight (wrapped or not)."""
-    out = {}
-    for mname, mod in zoo.deployed_modules(model).items():
-        for lname, sub in mod.named_modules():
-            if isinstance(sub, torch.nn.Linear):
-                w = tq.to_numpy(sub.weight)
-                out[f"{mname}.{lname}".replace(".layer", "")] = [
-                    float(w.min()),
-                    float(w.max()),
-                    float(w.std()),
-                ]
-    return out
-
-
-def action_stats(model: BaseAlgorithm, obs: np.ndarray) -> dict[str, float]:
-    """How much room the policy's outputs leave for quantization noise.
-
-    Discrete: median gap between the two largest action logits (DQN: Q-values) (a flip needs noise of that size).
-    Continuous: fraction of action components within 1% of the bound (saturated tanh outputs are robust).
-    """
-    pol = model.policy
-    pol.set_training_mode(False)
-    x = pol.obs_to_tensor(obs)[0]
-    with torch.no_grad():
-        if hasattr(pol, "q_net") or hasattr(pol, "get_distribution"):
-            logits = pol.q_net(x) if hasattr(pol, "q_net") else pol.get_distribution(x).distribution.logits
-            top2 = torch.topk(logits, 2, dim=1).values
-            return {"median_action_gap": float((top2[:, 0] - top2[:, 1]).median())}
-        a = pol._predict(x, deterministic=True)  # SAC's actor(x) would sample
-    return {"saturated_fraction": float((a.abs() >= 0.99).float().mean())}
 
 
 def evaluate(model: BaseAlgorithm, env: str | envs.EnvSpec, episodes: int, replicate: int = 0) -> list[float]:
@@ -249,7 +229,7 @@ def run_qat_cell(
         fp32 = _fp32_model(pair, seed, out)
         curve = CurveCallback(pair.recipe.finetune_steps)
         model, info = qat_finetune.finetune_qat(fp32, pair.env_id, bits, pair.recipe, callbacks=[curve])
-        sched = {k: info[k] for k in ("schedule", "recipe", "finetune_start", "ranges_frozen_at", "lr_seen")}
+        sched = {k: info[k] for k in FINETUNE_FIELDS}
     else:
         curve = CurveCallback(pair.steps)
         model, info = qat.train_qat(
@@ -263,6 +243,36 @@ def run_qat_cell(
         "seed": seed, "bits": bits, "act_bits": info["act_bits"], **sched, "episodes": episodes,
         "train_seconds": info["train_seconds"], "curve": curve.curve,
         **qat_outcome(model, pair.env_id, episodes), "activation_ranges": info["activation_ranges"],
+    }  # fmt: skip
+
+
+def run_control_cell(pair: Pair, seed: int, episodes: int, out: Path | None = None) -> dict[str, Any]:
+    """The fine-tune control of :func:`run_qat_cell`'s ``finetune`` schedule: the same fp32 policy, recipe, seed
+    and steps through :func:`qat_finetune.finetune_qat` with ``quantize=False``, evaluated as fp32."""
+    fp32 = _fp32_model(pair, seed, out)
+    curve = CurveCallback(pair.recipe.finetune_steps)
+    model, info = qat_finetune.finetune_qat(
+        fp32, pair.env_id, 0, pair.recipe, callbacks=[curve], quantize=False
+    )
+    return {
+        "kind": CONTROL_KIND, "pair": pair.key, "algo": pair.algo, "env_id": pair.env_id, "steps": pair.steps,
+        "seed": seed, **{k: info[k] for k in FINETUNE_FIELDS}, "episodes": episodes,
+        "train_seconds": info["train_seconds"], "curve": curve.curve,
+        **control_outcome(model, pair.env_id, episodes),
+    }  # fmt: skip
+
+
+def control_outcome(
+    model: BaseAlgorithm, env: str | envs.EnvSpec, episodes: int, replicate: int = 0
+) -> dict[str, Any]:
+    """Evaluate a fine-tune control model (the :data:`CONTROL_KIND` returns, on the episodes a QAT cell of the
+    same seed is evaluated on), with ``weight_ranges``, ``action_stats`` and its count of fake-quant layers
+    (``fake_quant_layers``, 0: the evidence that nothing was quantized)."""
+    obs = envs.record_observations(model, env, CALIB_STEPS, seed=CHECK_OBS_SEED)
+    wrapped = sum(len(dict(tq.quant_layers(m))) for m in zoo.qat_modules(model).values())
+    return {
+        CONTROL_KIND: evaluate(model, env, episodes, replicate), "weight_ranges": weight_ranges(model),
+        "action_stats": action_stats(model, obs), "fake_quant_layers": wrapped,
     }  # fmt: skip
 
 
@@ -352,6 +362,7 @@ def run_grid(
 ) -> list[Path]:
     """Run every missing cell of the grid that falls in ``shard`` (index i of n); return the records written.
 
+    Under the ``finetune`` schedule each seed also has its fine-tune control cell (:func:`run_control_cell`).
     An existing fp32 record of the shard that lacks PTQ at some of ``bits`` (made with fewer ``--bits``) is
     completed in place (:func:`complete_fp32_record`) and counts as written.
 
@@ -370,7 +381,7 @@ def run_grid(
     chosen = [PAIRS[p] for p in pairs] if pairs else list(PAIRS.values())
     bit_list = list(bits or BITS)
     written = []
-    for k, (pair, b, seed) in enumerate(cells(chosen, bit_list, seeds)):
+    for k, (pair, b, seed) in enumerate(cells(chosen, bit_list, seeds, control=schedule == "finetune")):
         path = record_path(out, pair, b, seed)
         if k % n != i:
             continue
@@ -381,8 +392,10 @@ def run_grid(
         t0 = time.perf_counter()
         if b is None:
             rec = run_fp32_cell(pair, seed, bit_list, episodes, out)
+        elif b == CONTROL:
+            rec = run_control_cell(pair, seed, episodes, out)
         else:
-            rec = run_qat_cell(pair, b, seed, episodes, schedule, out)
+            rec = run_qat_cell(pair, int(b), seed, episodes, schedule, out)
         rec["cell_seconds"] = round(time.perf_counter() - t0, 1)
         write_record(path, rec)
         written.append(path)

@@ -123,12 +123,30 @@ def run_qat_cell(
     spec = meta["env"]
     curve = qs.CurveCallback(recipe.finetune_steps)
     model, info = qat_finetune.finetune_qat(model, spec, bits, recipe, callbacks=[curve])
-    sched = {k: info[k] for k in ("schedule", "recipe", "finetune_start", "ranges_frozen_at", "lr_seen")}
+    sched = {k: info[k] for k in qs.FINETUNE_FIELDS}
     return {
         "kind": "qat", **_head(ag, meta, info["finetune_start"], seed, episodes), "replicate": "training",
         "bits": bits, "act_bits": info["act_bits"], **sched, "train_seconds": info["train_seconds"],
         "curve": curve.curve, **qs.qat_outcome(model, spec, episodes, replicate=seed),
         "activation_ranges": info["activation_ranges"],
+    }  # fmt: skip
+
+
+def run_control_cell(
+    ag: ZooAgent, seed: int, episodes: int, recipe: qat_finetune.QatRecipe | None = None
+) -> dict[str, Any]:
+    """The fine-tune control of :func:`run_qat_cell`: the same fine-tune of the agent (training seed ``seed``)
+    with ``quantize=False``, evaluated on evaluation seed ``seed`` like the QAT cell of that seed."""
+    recipe = recipe or qat_finetune.QatRecipe()
+    model, meta = training_model(ag.path, seed)
+    spec = meta["env"]
+    curve = qs.CurveCallback(recipe.finetune_steps)
+    model, info = qat_finetune.finetune_qat(model, spec, 0, recipe, callbacks=[curve], quantize=False)
+    return {
+        "kind": qs.CONTROL_KIND, **_head(ag, meta, info["finetune_start"], seed, episodes),
+        "replicate": "training", **{k: info[k] for k in qs.FINETUNE_FIELDS},
+        "train_seconds": info["train_seconds"], "curve": curve.curve,
+        **qs.control_outcome(model, spec, episodes, replicate=seed),
     }  # fmt: skip
 
 
@@ -151,16 +169,16 @@ def run_zoo_grid(
     shard: tuple[int, int] = (0, 1),
     recipe: qat_finetune.QatRecipe | None = None,
 ) -> list[Path]:
-    """Every missing zoo cell of ``shard``, in :func:`qat_study.cells` order (fp32 replicates first, then QAT
-    per width in ``bits`` order, seeds inner); resumable like :func:`qat_study.run_grid`. Returns the records
+    """Every missing zoo cell of ``shard``, in :func:`qat_study.cells` order (fp32 replicates first, then the
+    fine-tune controls, then QAT per width in ``bits`` order, seeds inner); resumable like :func:`qat_study.run_grid`. Returns the records
     written (fp32 records completed with missing widths included)."""
     i, n = shard
     if not 0 <= i < n:
         raise ValueError(f"shard {i}/{n}: need 0 <= i < n")
     out = Path(out)
     written = []
-    for k, (ag, b, seed) in enumerate(qs.cells(agents, bits, seeds)):  # type: ignore[arg-type]
-        path = qs.record_path(out, ag, b, seed)  # type: ignore[arg-type]
+    for k, (ag, b, seed) in enumerate(qs.cells(agents, bits, seeds)):
+        path = qs.record_path(out, ag, b, seed)
         if k % n != i:
             continue
         if path.exists():
@@ -170,8 +188,10 @@ def run_zoo_grid(
         t0 = time.perf_counter()
         if b is None:
             rec = run_fp32_replicate(ag, seed, bits, episodes)
+        elif b == qs.CONTROL:
+            rec = run_control_cell(ag, seed, episodes, recipe)
         else:
-            rec = run_qat_cell(ag, b, seed, episodes, recipe)
+            rec = run_qat_cell(ag, int(b), seed, episodes, recipe)
         rec["cell_seconds"] = round(time.perf_counter() - t0, 1)
         qs.write_record(path, rec)
         written.append(path)

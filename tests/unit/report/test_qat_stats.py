@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +106,67 @@ def test_relative_loss_coverage_is_what_the_simulation_gives() -> None:
     assert abs(coverage.COVERAGE["relative"][3][0] - share) < 0.1 and share < 0.9
     assert "n=3 seeds: real coverage 76%" in coverage.note("relative", 3)
     assert coverage.COVERAGE["relative"][10][0] > coverage.COVERAGE["relative"][3][0]
+
+
+PAIR = "ppo_Hopper-v4"
+
+
+def _write_study(out: Path, control: bool) -> None:
+    """fp32 policies of 3 seeds with a large spread; the fine-tune alone adds 50% to each (the control); 6-bit QAT
+    of each seed loses 2% of its own control's return."""
+    fp32 = {0: 100.0, 1: 200.0, 2: 300.0}
+    recs: dict[str, Any] = {}
+    for s, r in fp32.items():
+        ft, q = 1.5 * r, 0.98 * 1.5 * r
+        recs[f"fp32_s{s}"] = {
+            "kind": "fp32", "pair": PAIR, "seed": s, "steps": 1000, "curve": [], "fp32": [r, r],
+            "ptq_w": {"6": [r, r]}, "ptq_wa": {"6": [0.5 * r, 0.5 * r]},
+        }  # fmt: skip
+        recs[f"qat6_s{s}"] = {
+            "kind": "qat", "pair": PAIR, "seed": s, "bits": 6, "steps": 1000, "schedule": "finetune",
+            "recipe": {"finetune_steps": 100}, "curve": [], "qat_deployed": [q, q], "qat_fake_quant": [q, q],
+            "deploy_check": {"layers": {"l0": {"max_diff_over_bound": 0.1}}, "action_agreement": 1.0},
+        }  # fmt: skip
+        if control:
+            recs[f"ft32_s{s}"] = {
+                "kind": qat_stats.CONTROL_KIND, "pair": PAIR, "seed": s, "steps": 1000, "curve": [],
+                qat_stats.CONTROL_KIND: [ft, ft],
+            }  # fmt: skip
+    (out / "records" / PAIR).mkdir(parents=True)
+    for name, rec in recs.items():
+        (out / "records" / PAIR / f"{name}.json").write_text(json.dumps(rec))
+
+
+def test_control_gets_its_row_and_qat_its_paired_loss_against_it(tmp_path: Path) -> None:
+    _write_study(tmp_path, control=True)
+    recs = qat_stats.load(tmp_path)
+    assert sorted(recs[PAIR]) == ["fp32", qat_stats.CONTROL, "qat6"]
+    res = qat_stats.summarize(recs)["pairs"][PAIR]
+    assert res["control"]["mean"]["value"] == pytest.approx(300.0) and res["control"]["n"] == 3
+    assert res["control"]["E%"]["value"] == pytest.approx(-50.0)  # the extra training alone
+    (row,) = res["rows"]
+    assert row["qat"]["E%"]["value"] == pytest.approx(-47.0)  # against fp32: quantization + training
+    vs = row["qat_vs_control"]  # against the control: the quantization alone, paired by seed
+    assert (
+        vs["value"] == pytest.approx(2.0) and vs["low"] == pytest.approx(2.0) == vs["high"] and vs["n"] == 3
+    )
+    report = qat_md.render(tmp_path).read_text()
+    assert f"| {PAIR} | 3/3 | 3/3 | 3/3 |" in report and "| pair | fp32 | ft32 | qat6 |" in report
+    assert f"| {qat_stats.CONTROL_LABEL} | 300.0 [" in report
+    assert "QAT E% vs control [CI] |" in report and "| 2.0 [2.0, 2.0] |" in report
+    assert "isolates the quantization" in report and "includes the extra training" in report
+    assert "3 fine-tune controls" in report and "Records: 9 cells" in report
+    assert (
+        f"{PAIR}: QAT's E% against the {qat_stats.CONTROL_LABEL} (the quantization alone) holds 0 at no"
+        in report
+    )
+
+
+def test_without_control_records_nothing_of_it_appears(tmp_path: Path) -> None:
+    _write_study(tmp_path, control=False)
+    res = qat_stats.summarize(qat_stats.load(tmp_path))["pairs"][PAIR]
+    assert "control" not in res and "qat_vs_control" not in res["rows"][0]  # summary.json as before
+    report = qat_md.render(tmp_path).read_text()
+    for text in ("fine-tune control", qat_stats.CONTROL_LABEL, "vs control", "ft32"):
+        assert text not in report, text
+    assert "| pair | fp32 | qat6 |" in report

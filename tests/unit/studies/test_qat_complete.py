@@ -23,12 +23,17 @@ def _no_qat(
     return {"kind": "qat", "pair": pair.key, "seed": seed, "bits": bits}  # only the fp32 cells are under test
 
 
+def _no_control(pair: qat_study.Pair, seed: int, episodes: int, out: Path) -> dict[str, Any]:
+    return {"kind": qat_study.CONTROL_KIND, "pair": pair.key, "seed": seed}
+
+
 @pytest.fixture
 def full_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, Any]]:
     """An fp32 cell run with ``--bits 8,3``, then cut back to 8 bits as if it had been run with ``--bits 8``."""
     torch.set_num_threads(1)
     monkeypatch.setattr(qat_study, "PAIRS", {TINY.key: TINY})
     monkeypatch.setattr(qat_study, "run_qat_cell", _no_qat)
+    monkeypatch.setattr(qat_study, "run_control_cell", _no_control)
     full = qat_study.run_fp32_cell(TINY, 0, [8, 3], episodes=3, out=tmp_path)
     cut = {**full, "ptq_w": {"8": full["ptq_w"]["8"]}, "ptq_wa": {"8": full["ptq_wa"]["8"]}}
     path = qat_study.record_path(tmp_path, TINY, None, 0)

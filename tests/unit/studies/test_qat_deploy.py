@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from actorq.report import qat_md
+from actorq.report import qat_md, qat_stats
 from actorq.studies import envs, qat, qat_deploy, qat_finetune, qat_study
 from actorq.studies import torch_fake_quant as tq
 
@@ -114,18 +114,33 @@ def test_study_grid_resumes_and_reports(
     tiny = qat_study.Pair("ppo", "CartPole-v1", 256, recipe=recipe)
     monkeypatch.setattr(qat_study, "PAIRS", {tiny.key: tiny})
     written = qat_study.run_grid(tmp_path, bits=[8], seeds=1, episodes=2, schedule=schedule)
-    assert [p.name for p in written] == ["fp32_s0.json", "qat8_s0.json"]
-    rec = json.loads(written[1].read_text())
+    finetune = schedule == "finetune"  # only a fine-tune has a fine-tune control, right after the fp32 cells
+    assert [p.name for p in written] == [
+        "fp32_s0.json",
+        *(["ft32_s0.json"] if finetune else []),
+        "qat8_s0.json",
+    ]
+    rec = json.loads(written[-1].read_text())
     assert rec["schedule"] == schedule and rec["deploy_check"]["within_bound"]
-    if schedule == "finetune":  # fine-tuned the fp32 cell's policy, kept under policies/
+    if finetune:  # fine-tuned the fp32 cell's policy, kept under policies/
         assert rec["finetune_start"] == 256 and rec["lr_seen"] == [recipe.learning_rate]
         assert qat_study.policy_path(tmp_path, tiny, 0).exists()
+        ctl = json.loads(written[1].read_text())
+        assert (
+            ctl["kind"] == qat_study.CONTROL_KIND == qat_stats.CONTROL_KIND and ctl["fake_quant_layers"] == 0
+        )
+        for key in ("schedule", "recipe", "finetune_start", "lr_seen", "seed", "episodes"):
+            assert ctl[key] == rec[key], key  # the QAT cell's fine-tune, minus the quantization
+        assert len(ctl[qat_study.CONTROL_KIND]) == 2 and ctl["curve"] and ctl["ranges_frozen_at"] is None
     else:
         assert rec["quant_delay"] == 128
     assert len(rec["qat_deployed"]) == 2 and rec["curve"]
-    assert qat_study.run_grid(tmp_path, bits=[8], seeds=1, episodes=2) == []  # finished cells are skipped
+    again = qat_study.run_grid(tmp_path, bits=[8], seeds=1, episodes=2, schedule=schedule)
+    assert again == []  # finished cells, the control included, are skipped
     report = qat_md.render(tmp_path, seeds=1).read_text()
-    assert f"| {tiny.key} | 1/1 | 1/1 |" in report and "| 8 |" in report  # coverage: fp32 and qat8 done
+    cols = "1/1 | 1/1 | 1/1" if finetune else "1/1 | 1/1"  # fp32, (ft32,) qat8
+    assert f"| {tiny.key} | {cols} |" in report and "| 8 |" in report
+    assert (qat_stats.CONTROL_LABEL in report) == finetune
     assert (tmp_path / f"sweet_spot_{tiny.key}.png").exists()
     with pytest.raises(ValueError, match="unknown pairs"):
         qat_study.run_grid(tmp_path, pairs=["nope"])

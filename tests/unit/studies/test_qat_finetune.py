@@ -123,3 +123,52 @@ def test_recipe_rejects_values_that_cannot_work(field: str, value: float) -> Non
     recipe = dataclasses.replace(qat_finetune.QatRecipe(), **{field: value})
     with pytest.raises(ValueError, match=field):
         recipe.validate()
+
+
+class _RngAtStart(BaseCallback):
+    """torch's global RNG state when the fine-tune's training starts (after calibration)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state: torch.Tensor | None = None
+
+    def _on_training_start(self) -> None:
+        self.state = torch.get_rng_state()
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def test_control_is_the_same_finetune_without_any_quantization() -> None:
+    base = _fp32_ppo(256)
+    recipe = qat_finetune.QatRecipe(finetune_steps=256, learning_rate=3e-4, calib_steps=64)
+    runs = {}
+    for quantize in (True, False):
+        at_start = _RngAtStart()
+        model = qat_finetune.continue_from(base.policy.state_dict(), "ppo", ENV, seed=5, steps=256)
+        runs[quantize] = (
+            *qat_finetune.finetune_qat(model, ENV, 6, recipe, callbacks=[at_start], quantize=quantize),
+            at_start,
+        )
+    (qat, qat_info, qat_rng), (ctl, info, ctl_rng) = runs[True], runs[False]
+    # the same recipe, steps and seeded RNG state at the start: only the quantization differs
+    for key in ("finetune_start", "finetune_end", "lr_seen", "recipe"):
+        assert info[key] == qat_info[key], key
+    assert torch.equal(ctl_rng.state, qat_rng.state)
+    assert info["bits"] is info["act_bits"] is None and not info["wrapped_layers"]
+    assert not info["quantized_forwards"] and info["ranges_frozen_at"] is None
+    assert not list(tq.quant_layers(ctl.policy)) and list(tq.quant_layers(qat.policy))
+    # trained: the weights moved from the fp32 policy
+    moved = [not torch.equal(v, base.policy.state_dict()[k]) for k, v in ctl.policy.state_dict().items()]
+    assert any(moved)
+    # a plain fp32 network holding its weights computes exactly its outputs (strict load: no wrapper keys)
+    plain = zoo.make_model("ppo", ENV, seed=9)
+    plain.policy.load_state_dict(ctl.policy.state_dict(), strict=True)
+    obs = torch.as_tensor(np.random.default_rng(0).normal(size=(32, 4)), dtype=torch.float32)
+    for m in (ctl, plain):
+        m.policy.set_training_mode(False)
+    with torch.no_grad():
+        got = ctl.policy.get_distribution(obs).distribution.logits
+        want = plain.policy.get_distribution(obs).distribution.logits
+        assert torch.equal(got, want)
+        assert torch.equal(ctl.policy.predict_values(obs), plain.policy.predict_values(obs))

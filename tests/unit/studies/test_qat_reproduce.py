@@ -55,18 +55,31 @@ def _mean_seconds() -> dict[tuple[str, str], float]:
     }
 
 
+def _cell_seconds(means: dict[tuple[str, str], float], pair: str, bits: int | str | None) -> float:
+    """The committed mean of a cell's pair and kind. The committed records have no fine-tune control yet: a
+    control cell counts at the pair's 8-bit QAT mean (the QAT cell its seed's control accompanies in the subset;
+    the control runs the same fine-tune without the fake-quant forwards, the deployment and its second
+    evaluation)."""
+    if bits == qat_study.CONTROL:
+        return means.get((pair, qat_study.CONTROL), means[(pair, "qat8")])
+    return means[(pair, "fp32" if bits is None else f"qat{bits}")]
+
+
 def estimate_seconds(argv: list[str], means: dict[tuple[str, str], float]) -> float:
-    """One worker's wall time: its cells, each at the committed mean for its pair and kind."""
+    """One worker's wall time: its cells (the subset runs the ``finetune`` schedule, so with its controls), each
+    at the committed mean for its pair and kind."""
     pairs, bits, seeds = _flags(argv)
-    cells = qat_study.cells([qat_study.PAIRS[p] for p in pairs], bits, seeds)
-    return sum(means[(p.key, "fp32" if b is None else f"qat{b}")] for p, b, _ in cells)
+    cells = qat_study.cells([qat_study.PAIRS[p] for p in pairs], bits, seeds, control=True)
+    return sum(_cell_seconds(means, p.key, b) for p, b, _ in cells)
 
 
 def test_subset_fits_90_minutes_by_the_committed_durations() -> None:
     means = _mean_seconds()
     a, b = (estimate_seconds(_make_var(f"QAT_SUBSET_{w}"), means) for w in "AB")
     assert max(a, b) + REPORT_S <= BUDGET_S, f"subset workers {a / 60:.0f} and {b / 60:.0f} min"
-    assert 55 * 60 < a < 70 * 60 and 50 * 60 < b < 62 * 60  # the Makefile comment's 65 and 57 min
+    # A 10 x 332 s fp32 + 10 x 60 s control + 10 x 60 s QAT-8 = 75 min, B 10 x (239 + 101 + 101) s = 73 min (the
+    # Makefile comment's 65 and 57 min predate the fine-tune control cells)
+    assert 70 * 60 < a < 80 * 60 and 68 * 60 < b < 78 * 60
     _, _, seeds = _flags(_make_var("QAT_SUBSET_A"))
     assert seeds >= qat_stats.MIN_CLAIM_SEEDS  # the subset's 8-bit cells can carry a claim
 
@@ -78,6 +91,15 @@ def _fake_fp32(pair: qat_study.Pair, seed: int, bits: list[int], episodes: int) 
         "kind": "fp32", "pair": pair.key, "seed": seed, "steps": pair.steps, "curve": [[10, 1.0], [20, 2.0]],
         "fp32": ret(500.0), "ptq_w": {str(b): ret(500.0 - 10 * (8 - b)) for b in bits},
         "ptq_wa": {str(b): ret(500.0 - 40 * (8 - b)) for b in bits},
+    }  # fmt: skip
+
+
+def _fake_control(pair: qat_study.Pair, seed: int, episodes: int) -> dict[str, Any]:
+    rng = np.random.default_rng(200 + seed)
+    ret = list(np.round(rng.normal(500.0, 5.0, episodes), 2))
+    return {
+        "kind": qat_study.CONTROL_KIND, "pair": pair.key, "seed": seed, "steps": pair.steps,
+        "curve": [[10, 1.0], [20, 2.0]], qat_study.CONTROL_KIND: ret,
     }  # fmt: skip
 
 
@@ -107,9 +129,14 @@ def test_workers_resume_and_the_report_renders(tmp_path: Path, monkeypatch: pyte
         ran.append((pair.key, bits, seed))
         return _fake_qat(pair, bits, seed, episodes)
 
+    def control(pair: qat_study.Pair, seed: int, episodes: int, out: Path) -> dict[str, Any]:
+        ran.append((pair.key, qat_study.CONTROL, seed))
+        return _fake_control(pair, seed, episodes)
+
     monkeypatch.setattr(qat_study, "run_fp32_cell", fp32)
     monkeypatch.setattr(qat_study, "run_qat_cell", qat)
-    # the subset's worker A, at bits 8,4 and 10 seeds: 10 fp32 + 20 QAT cells
+    monkeypatch.setattr(qat_study, "run_control_cell", control)
+    # the subset's worker A, at bits 8,4 and 10 seeds: 10 fp32 + 10 fine-tune controls + 20 QAT cells
     argv = [
         "qat-study",
         "--out",
@@ -126,10 +153,13 @@ def test_workers_resume_and_the_report_renders(tmp_path: Path, monkeypatch: pyte
     assert len(records) == 3 == len(ran)  # every finished cell wrote its record before the next started
     crash_at["n"] = -1
     assert cli.main(argv) == 0
-    assert len(ran) == 30 and len(set(ran)) == 30  # the rerun ran only the 27 missing cells
+    assert len(ran) == 40 and len(set(ran)) == 40  # the rerun ran only the 37 missing cells
+    assert [b for _, b, _ in ran[10:20]] == [
+        qat_study.CONTROL
+    ] * 10  # the controls right after the fp32 cells
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "records").rglob("*.json")}
     assert cli.main(argv) == 0
-    assert len(ran) == 30  # a finished grid reruns nothing
+    assert len(ran) == 40  # a finished grid reruns nothing
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "records").rglob("*.json")} == before
 
     (tmp_path / "README.md").write_text(
@@ -137,11 +167,11 @@ def test_workers_resume_and_the_report_renders(tmp_path: Path, monkeypatch: pyte
     )
     assert cli.main(["qat-report", str(tmp_path)]) == 0
     report = (tmp_path / "report.md").read_text()
-    assert "| ppo_CartPole-v1 | 10/10 | 10/10 | 10/10 |" in report
+    assert "| ppo_CartPole-v1 | 10/10 | 10/10 | 10/10 | 10/10 |" in report  # fp32, ft32, qat8, qat4
     summary = json.loads((tmp_path / "summary.json").read_text())
     rows = {r["bits"]: r for r in summary["pairs"]["ppo_CartPole-v1"]["rows"]}
     # fake QAT at 4 bits loses 20, PTQ W+A 160: ten seeds each, fully separated, a claim survives Holm (m = 4)
     assert rows[4]["qat_vs_ptq_wa"]["verdict"] == "QAT better" and summary["family"] == 4
     assert rows[8]["qat_vs_ptq_wa"]["verdict"] == qat_stats.NO_DIFFERENCE
     readme = (tmp_path / "README.md").read_text()
-    assert "stale 21" not in readme and "30 cells in 1 pair " in readme and readme.endswith("y\n")
+    assert "stale 21" not in readme and "40 cells in 1 pair " in readme and readme.endswith("y\n")

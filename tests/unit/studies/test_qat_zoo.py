@@ -46,6 +46,18 @@ def _small_qat(
 _REAL_QAT = qat_zoo.run_qat_cell
 
 
+def _small_control(ag: qat_zoo.ZooAgent, seed: int, episodes: int, recipe: Any = None) -> dict[str, Any]:
+    return _REAL_CONTROL(ag, seed, episodes, RECIPE)
+
+
+_REAL_CONTROL = qat_zoo.run_control_cell
+
+
+def _small_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(qat_zoo, "run_qat_cell", _small_qat)
+    monkeypatch.setattr(qat_zoo, "run_control_cell", _small_control)
+
+
 def test_training_model_continues_the_agent_with_its_entropy_coefficient(agent_dir: Path) -> None:
     model, _ = qat_zoo.training_model(agent_dir, seed=3)
     assert model.log_ent_coef.item() == pytest.approx(LOG_ENT)  # not a fresh 0 (ent_coef 1.0)
@@ -55,25 +67,39 @@ def test_training_model_continues_the_agent_with_its_entropy_coefficient(agent_d
 def test_zoo_grid_records_resume_complete_and_render(
     agent_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(qat_zoo, "run_qat_cell", _small_qat)
+    _small_cells(monkeypatch)
     ag = qat_zoo.agent(agent_dir)
     assert ag.key == "zoo_sac_Pendulum-v1"
     written = qat_zoo.run_zoo_grid(tmp_path, [ag], [6], seeds=2, episodes=2)
-    assert [p.name for p in written] == ["fp32_s0.json", "fp32_s1.json", "qat6_s0.json", "qat6_s1.json"]
+    assert [p.name for p in written] == [
+        *("fp32_s0.json", "fp32_s1.json"),
+        *("ft32_s0.json", "ft32_s1.json"),
+        *("qat6_s0.json", "qat6_s1.json"),
+    ]  # the fine-tune controls come right after the fp32 replicates
     assert {p.parent.name for p in written} == {ag.key}
     fp = [json.loads(p.read_text()) for p in written[:2]]
     assert [r["replicate"] for r in fp] == ["evaluation"] * 2 and [r["seed"] for r in fp] == [0, 1]
     assert fp[0]["activation_ranges"] == fp[1]["activation_ranges"]  # one policy, one calibration
     assert fp[0]["fp32"] != fp[1]["fp32"]  # ... evaluated on two evaluation seeds
-    qat = json.loads(written[2].read_text())
+    qat = json.loads(written[4].read_text())
     assert qat["kind"] == "qat" and qat["bits"] == 6 and qat["schedule"] == "finetune"
     assert qat["finetune_start"] == 100 and qat["deploy_check"]["within_bound"]
     assert qat["lr_seen"] == [RECIPE.learning_rate]  # actor, critic and entropy optimizers alike
     assert len(qat["qat_deployed"]) == 2 and qat["curve"] is not None
+    ctl = json.loads(written[2].read_text())
+    assert ctl["kind"] == qat_study.CONTROL_KIND and ctl["fake_quant_layers"] == 0
+    for key in ("replicate", "seed", "finetune_start", "lr_seen", "recipe", "agent", "env_run"):
+        assert ctl[key] == qat[key], key  # the QAT cell's fine-tune of seed 0, unquantized
+    assert len(ctl[qat_study.CONTROL_KIND]) == 2
 
     # more widths: the fp32 replicates are completed (as run_fp32_replicate computes them), QAT at 4 bits runs
     written = qat_zoo.run_zoo_grid(tmp_path, [ag], [6, 4], seeds=2, episodes=2)
-    assert [p.name for p in written] == ["fp32_s0.json", "fp32_s1.json", "qat4_s0.json", "qat4_s1.json"]
+    assert [p.name for p in written] == [
+        "fp32_s0.json",
+        "fp32_s1.json",
+        "qat4_s0.json",
+        "qat4_s1.json",
+    ]  # no ft32
     rec = json.loads(written[1].read_text())
     assert rec["ptq_completed"] == [4] and set(rec["ptq_wa"]) == {"6", "4"}
     direct = qat_zoo.run_fp32_replicate(ag, 1, [4], episodes=2)
@@ -84,18 +110,19 @@ def test_zoo_grid_records_resume_complete_and_render(
     report = (tmp_path / "report.md").read_text()
     assert f"### {ag.key}" in report and "over 2 evaluation replicates" in report
     assert "**one policy**" in report and str(agent_dir) in report
-    assert f"| {ag.key} | 2/2 | 2/2 | 2/2 |" in report
+    assert f"| {ag.key} | 2/2 | 2/2 | 2/2 | 2/2 |" in report  # fp32, ft32, qat6, qat4
+    assert "QAT E% vs control" in report
 
 
 def test_cli_runs_only_the_agents_and_refuses_bad_zoo_input(
     agent_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    monkeypatch.setattr(qat_zoo, "run_qat_cell", _small_qat)
+    _small_cells(monkeypatch)
     monkeypatch.setattr(qat_study, "run_grid", lambda *a, **k: pytest.fail("pairs ran without --pairs"))
     argv = ["qat-study", "--out", str(tmp_path), "--zoo", str(agent_dir), "--bits", "8", "--seeds", "1"]
     assert cli.main([*argv, "--episodes", "2"]) == 0
     names = sorted(p.name for p in (tmp_path / "records" / "zoo_sac_Pendulum-v1").iterdir())
-    assert names == ["fp32_s0.json", "qat8_s0.json"]
+    assert names == ["fp32_s0.json", "ft32_s0.json", "qat8_s0.json"]
     for bad, says in (
         (["--zoo", str(tmp_path / "nope")], "no such agent directory"),
         (["--zoo", f"{agent_dir},{agent_dir}"], "each once"),
