@@ -34,7 +34,7 @@ help:
 	@echo "                cores, spi 0.25, ~57.5 h); REPRODUCE_SUBSET=1 or reproduce-cpu-subset: the actor-bound subset (~86 min)"
 	@echo "make reproduce-qat  QuaRL Fig. 1 analogue: fp32 vs PTQ vs QAT to convergence (resumable; ~2 CPU-hours at"
 	@echo "                QAT_SEEDS=3); QAT_SUBSET=1 or reproduce-qat-subset: PPO CartPole + DDPG Pendulum, 8 bits,"
-	@echo "                10 seeds (~65 min); ZOO=<rl-trained-agents dir> adds QAT fine-tunes of the zoo's SAC Hopper and"
+	@echo "                10 seeds (~75 min); ZOO=<rl-trained-agents dir> adds QAT fine-tunes of the zoo's SAC Hopper and"
 	@echo "                DDPG MountainCarContinuous agents (~14 min per cell)"
 
 venv: $(STAMP)
@@ -232,10 +232,11 @@ reproduce-cpu-subset:
 # skips cells whose record exists (interrupt and run the same command again). Default: the committed 3-seed study in
 # reports/studies/qat_convergence (complete: only re-renders); QAT_SEEDS=10 for claims (>= 10 seeds per cell).
 # QAT_SUBSET=1 or reproduce-qat-subset: PPO CartPole (worker A) and DDPG Pendulum (worker B), 8 bits, 10 seeds,
-# into runs/qat-subset. It fits 90 min on 2 cores, estimated from the committed records' cell_seconds (mean per
-# pair and cell kind, measured on a shared 2-vCPU EPYC at load 7-43, so high): A 10 x 332 s fp32 + 10 x 60 s QAT-8
-# = 65 min, B 10 x 239 s + 10 x 101 s = 57 min (tests/unit/studies/test_qat_reproduce.py recomputes it from these
-# flags and the records).
+# into runs/qat-subset, each seed with its fine-tune control (ft32: the recipe without quantization). It fits 90 min
+# on 2 cores, estimated from reports/studies/qat_convergence's cell_seconds (mean per pair and cell kind, measured on a
+# shared 2-vCPU EPYC at load 7-43, so high; a control counted as a QAT-8 cell): A 10 x 332 s fp32 + 10 x 60 s
+# control + 10 x 60 s QAT-8 = 75 min, B 10 x (239 + 101 + 101) s = 73 min (tests/unit/studies/test_qat_reproduce.py
+# recomputes it from these flags and the records).
 QAT_SUBSET ?=
 QAT_SEEDS ?= 3
 QAT_OUT ?= $(if $(QAT_SUBSET),runs/qat-subset,reports/studies/qat_convergence)
