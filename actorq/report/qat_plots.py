@@ -42,12 +42,7 @@ def plots(
         ax.set_xlabel("bits (weights; W+A: activations too)")
         ax.set_ylabel("episode reward")
         ax.set_title(f"QAT vs PTQ: {pair} (mean over seeds, rliable 95% CI)", fontsize=9)
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(out / f"sweet_spot_{pair}.png", dpi=110)
-        plt.close(fig)
-        files.append(f"sweet_spot_{pair}.png")
+        files.append(_save(plt, fig, ax, out / f"sweet_spot_{pair}.png", dpi=110))
     qat = sorted((n for n in by_name if n.startswith("qat")), key=lambda n: -int(n[3:]))
     names = ["fp32", *([qs.CONTROL] if qs.CONTROL in by_name else []), *qat]
     curves = {}
@@ -63,10 +58,15 @@ def plots(
         ax.set_xlabel("environment steps")
         ax.set_ylabel("training episode return (last 20)")
         ax.set_title(f"Training curves {pair} (mean over seeds)", fontsize=9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / f"curves_{pair}.png", dpi=120)
-        plt.close(fig)
-        files.append(f"curves_{pair}.png")
+        files.append(_save(plt, fig, ax, out / f"curves_{pair}.png", dpi=120))
     return files
+
+
+def _save(plt: Any, fig: Any, ax: Any, path: Path, dpi: int) -> str:
+    """Legend and grid on ``ax``, ``fig`` written to ``path`` and closed; returns the file name."""
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path.name

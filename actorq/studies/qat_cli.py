@@ -103,17 +103,22 @@ def cmd_qat_study(a: argparse.Namespace) -> int:
     return 0
 
 
+def _schedule_arg(parser: argparse.ArgumentParser, from_scratch: str) -> None:
+    """``--schedule finetune|from-scratch`` (default finetune, the recipe); ``from_scratch`` says what the other does."""
+    parser.add_argument(
+        "--schedule", choices=["finetune", "from-scratch"], default="finetune",
+        help="QAT schedule: fine-tune each seed's fp32 policy with fake quantization (the recipe, default), or "
+        + from_scratch,
+    )  # fmt: skip
+
+
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``qat`` and ``qat-study``."""
     q = subparsers.add_parser("qat", help="quantization-aware training, compared with PTQ and fp32")
     q.add_argument("--algo", choices=ALGO_CHOICES, required=True, help="stable-baselines3 algorithm")
     q.add_argument("--env", required=True, help="gymnasium id to train on, e.g. CartPole-v1")
     q.add_argument("--bits", default="8", help="integer bit width or comma list, e.g. 8,6,4")
-    q.add_argument(
-        "--schedule", choices=["finetune", "from-scratch"], default="finetune",
-        help="QAT schedule: fine-tune each seed's fp32 policy with fake quantization (the recipe, as qat-study's "
-        "default), or train from scratch with fake quantization from --quant-delay on",
-    )  # fmt: skip
+    _schedule_arg(q, "train from scratch with fake quantization from --quant-delay on")
     q.add_argument(
         "--quant-delay", type=non_negative_int, default=None,
         help="with --schedule from-scratch (required there): step at which fake quantization starts",
@@ -147,10 +152,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     qs.add_argument("--seeds", type=positive_int, default=3, help="training seeds per cell")
     qs.add_argument("--episodes", type=positive_int, default=30, help="evaluation episodes per policy")
     qs.add_argument("--shard", default="0/1", help="i/n: run every n-th missing cell from the i-th")
-    qs.add_argument(
-        "--schedule", choices=["finetune", "from-scratch"], default="finetune",
-        help="QAT schedule: fine-tune each fp32 policy with fake quantization (the recipe, default), or train from "
-        "scratch with quant delay = half the steps (how reports/studies/qat_convergence was made)",
-    )  # fmt: skip
+    _schedule_arg(
+        qs,
+        "train from scratch with quant delay = half the steps (how reports/studies/qat_convergence was made)",
+    )
     qs.add_argument("--threads", type=positive_int, default=1, help="torch threads")
     qs.set_defaults(func=cmd_qat_study)
