@@ -51,7 +51,7 @@ def split_addresses(address: str) -> list[str]:
     """The shards' ``HOST:PORT`` list from one ``--replay-address`` value (one entry for a single server).
 
     Raises:
-        ValueError: An empty entry (e.g. a trailing comma).
+        ValueError: An empty entry (e.g. a trailing comma), or one that is not ``HOST:PORT``.
     """
     parts = [part.strip() for part in address.split(ADDRESS_SEPARATOR)]
     if not all(parts):
@@ -59,6 +59,13 @@ def split_addresses(address: str) -> list[str]:
             f"replay address {address!r} has an empty entry; give HOST:PORT, or one HOST:PORT per shard "
             "separated by commas"
         )
+    for part in parts:
+        host, _, port = part.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(
+                f"replay address {address!r}: {part!r} is not HOST:PORT with a port in 1-65535 (e.g. "
+                "10.0.0.5:8000); the replay role prints its address when it starts"
+            )
     return parts
 
 

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from actorq.config import ConfigError, load_config
+from actorq.config.shards import split_addresses
 from actorq.status import ROLE_NAMES
 from actorq.usage import CliError, module_main, setup_logging
 
@@ -47,6 +48,15 @@ def cmd_role(args: argparse.Namespace) -> int:
     os._exit(code)
 
 
+def _replay_address(text: str) -> str:
+    """``--replay-address`` checked before the role starts (argparse prints the reason and exits 2)."""
+    try:
+        split_addresses(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The role command's arguments (shared by ``actorq role`` and ``python -m actorq.roles``)."""
     parser.add_argument("role", choices=ROLE_NAMES, help="which process to run")
@@ -54,6 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--run-dir", required=True, help="the run's directory (metrics, checkpoints, key)")
     parser.add_argument(
         "--replay-address",
+        type=_replay_address,
         help="HOST:PORT of the replay role (with replay.shards > 1: every shard's, comma-separated)",
     )
     parser.add_argument("--port", type=int, help="replay: port to serve on (default: config or a free one)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from actorq.config import ConfigError, replace
@@ -47,6 +49,20 @@ def test_every_role_reads_the_same_address_list():
     assert [actor_address(address, i) for i in range(4)] == ["h0:1", "h1:2", "h2:3", "h0:1"]
     with pytest.raises(ValueError, match="empty entry"):
         split_addresses("h0:1,")
+    for bad in ("h0", "h0:", ":8000", "h0:http", "h0:0", "h0:65536", "h0:1,h1"):
+        with pytest.raises(ValueError, match="is not HOST:PORT"):
+            split_addresses(bad)
+    assert split_addresses("[::1]:8000") == ["[::1]:8000"]
+
+
+def test_role_cli_refuses_a_malformed_replay_address_before_starting(capsys):
+    from actorq.roles.cli import add_arguments
+
+    parser = add_arguments(argparse.ArgumentParser(prog="actorq role"))
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse_args(["actor", "--config", "c.yaml", "--run-dir", "r", "--replay-address", "h0:1,h1"])
+    assert exit_info.value.code == 2
+    assert "'h1' is not HOST:PORT" in capsys.readouterr().err
 
 
 def test_shard_names_ports_and_cores():
