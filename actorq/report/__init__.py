@@ -23,8 +23,9 @@ Modules, from the bottom up (each imports only modules above it in this list; no
   refused when its config or machine is not the runs';
 * ``analysis``: runs grouped per task and label into tables (threshold, times, speed-ups, regimes);
 * ``markdown``, ``grid_md``, ``projection_md``: the report's text and tables;
+* ``machines``: where a task's runs ran, one line per machine, and the caveat when they come from several;
 * ``render``: the figures;
-* ``qat_stats``, ``qat_md``: the QAT-vs-PTQ study's statistics (per-seed scores, E%, Holm-corrected claims) and
-  its report, plots and README blocks, from ``actorq qat-study`` records;
+* ``qat_stats``, ``qat_plots``, ``qat_md``: the QAT-vs-PTQ study's statistics (per-seed scores, E%, Holm-corrected
+  claims), its plots, and its report and README blocks, from ``actorq qat-study`` records;
 * ``cli``: ``actorq report``, ``actorq qat-report``.
 """
