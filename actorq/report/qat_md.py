@@ -106,6 +106,9 @@ def claims_block(summary: dict[str, Any]) -> str:
         p, where = min(ps)
         lines.append(f"Smallest uncorrected Mann-Whitney p: {p:.3g} ({where}).")
     for pair, res in summary["pairs"].items():
+        if not any(r["qat"] for r in res["rows"]):
+            lines.append(f"{pair}: no QAT records yet (nothing to claim).")
+            continue
         held = [
             str(r["bits"])
             for r in res["rows"]

@@ -170,3 +170,12 @@ def test_without_control_records_nothing_of_it_appears(tmp_path: Path) -> None:
     for text in ("fine-tune control", qat_stats.CONTROL_LABEL, "vs control", "ft32"):
         assert text not in report, text
     assert "| pair | fp32 | qat6 |" in report
+
+
+def test_a_pair_without_qat_records_claims_nothing() -> None:
+    """A zoo agent whose fp32 replicates and controls exist but no QAT cell yet: no 'holds 0 at no bits'."""
+    rows = [{"bits": 8, "qat": None, "qat_vs_control": None}]
+    summary = {"family": 0, "pairs": {"zoo_x": {"rows": rows, "control": {"mean": {"value": 1.0}}}}}
+    block = qat_md.claims_block(summary)
+    assert "zoo_x: no QAT records yet (nothing to claim)." in block
+    assert "holds 0" not in block
