@@ -35,7 +35,15 @@ import numpy as np
 
 from actorq.bench.actors_summary import amdahl_notes, format_table, summarize
 from actorq.bench.actors_worker import Variant, WorkerPool, bench_config, reference_state
-from actorq.bench.common import blocks_document, cpu_line, interleave, machine_info, parse_list, write_json
+from actorq.bench.common import (
+    blocks_document,
+    config_meta,
+    cpu_line,
+    interleave,
+    machine_info,
+    parse_list,
+    write_json,
+)
 from actorq.bench.floors import batching_notes
 from actorq.config import (
     AUTO_COMM_BITS,
@@ -98,10 +106,7 @@ def run_bench(
 def common_meta(args: argparse.Namespace, config: ExperimentConfig) -> dict[str, Any]:
     """The JSON ``meta`` of ``actors`` and ``ablation``: the config, the block settings and the machine."""
     return {
-        "config": args.config,
-        "overrides": list(args.overrides),
-        "task": f"{config.env.suite}:{config.env.task}",
-        "policy_layers": list(config.network.policy_layers),
+        **config_meta(args, config),
         "actors": args.actors,
         "seconds": args.seconds,
         "repeats": args.repeats,

@@ -46,6 +46,7 @@ from actorq.bench.common import (
     START_TIMEOUT_S,
     blocks_document,
     close_workdir,
+    config_meta,
     cpu_line,
     interleave,
     machine_info,
@@ -294,11 +295,7 @@ def _main(args: argparse.Namespace) -> int:
     sys.stdout.write(format_table(rows) + "\n" + "\n".join(text) + "\n" + cpu_line(machine) + "\n")
     if args.json_path:
         meta = {
-            "config": args.config,
-            "overrides": list(args.overrides),
-            "task": f"{config.env.suite}:{config.env.task}",
-            "algorithm": config.algorithm,
-            "policy_layers": list(config.network.policy_layers),
+            **config_meta(args, config),
             "precision": config.actor.precision,
             "update_period": config.actor.update_period,
             "learner_rate": args.learner_rate,

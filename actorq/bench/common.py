@@ -37,6 +37,18 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+def config_meta(args: Any, config: Any) -> dict[str, Any]:
+    """What every bench's JSON ``meta`` says of the config it timed: the file, the overrides, the task, the algorithm
+    and the policy network (so a report can refuse figures of another config)."""
+    return {
+        "config": args.config,
+        "overrides": list(args.overrides),
+        "task": f"{config.env.suite}:{config.env.task}",
+        "algorithm": config.algorithm,
+        "policy_layers": list(config.network.policy_layers),
+    }
+
+
 def machine_info() -> dict[str, Any]:
     """The CPU (:func:`actorq.hardware.cpu_info`), torch and Python versions, and the load (bench metadata)."""
     cpu = cpu_info()

@@ -32,7 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.common import close_workdir, cpu_flags, interleave, machine_info, random_action, write_json
+from actorq.bench.common import (
+    close_workdir,
+    config_meta,
+    cpu_flags,
+    interleave,
+    machine_info,
+    random_action,
+    write_json,
+)
 from actorq.bench.learner_summary import format_table, summarize
 from actorq.bench.learner_variants import LearnerVariant, bench_config, parse_variant
 from actorq.bench.learner_worker import STOP_TIMEOUT_S, start_worker
@@ -170,11 +178,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.prefill < config.replay.min_size:
         raise ConfigError(f"--prefill {args.prefill} is below replay.min_size={config.replay.min_size}")
     meta = {
-        "config": args.config,
-        "overrides": list(args.overrides),
-        "task": f"{config.env.suite}:{config.env.task}",
-        "algorithm": config.algorithm,
-        "policy_layers": list(config.network.policy_layers),
+        **config_meta(args, config),
         "batch_size": config.learner.batch_size,
         "seconds": args.seconds,
         "repeats": args.repeats,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from actorq.bench import plan_measure
-from actorq.bench.common import blocks_document, machine_info, parse_list, write_json
+from actorq.bench.common import blocks_document, config_meta, machine_info, parse_list, write_json
 from actorq.bench.plan_measure import Timing
 from actorq.bench.plan_model import (
     BASE,
@@ -131,8 +131,7 @@ def _main(args: argparse.Namespace) -> int:
     )
     if args.json_path:
         meta = {
-            "config": args.config, "overrides": list(args.overrides), "task": f"{config.env.suite}:{config.env.task}",
-            "algorithm": config.algorithm, "policy_layers": list(config.network.policy_layers), "batch_size": batch,
+            **config_meta(args, config), "batch_size": batch,
             "layers": network_sizes(to_dict(config)),
             "config_spi": config.replay.samples_per_insert, "quick": args.quick, "seconds": timing.seconds,
             "repeats": timing.repeats, "cores": cores, "splits": [s.name for s in splits],

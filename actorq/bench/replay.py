@@ -38,6 +38,7 @@ from actorq.bench.common import (
     START_TIMEOUT_S,
     blocks_document,
     close_workdir,
+    config_meta,
     cpu_line,
     interleave,
     machine_info,
@@ -266,10 +267,7 @@ def _main(args: argparse.Namespace) -> int:
     sys.stdout.write(format_table(rows) + "\n" + "\n".join(text) + "\n" + cpu_line(machine) + "\n")
     if args.json_path:
         meta = {
-            "config": args.config,
-            "overrides": list(args.overrides),
-            "task": f"{config.env.suite}:{config.env.task}",
-            "algorithm": config.algorithm,
+            **config_meta(args, config),
             "writers": writers,
             "sampler": args.sampler,
             "seconds": args.seconds,
@@ -301,10 +299,7 @@ def _shards_main(args: argparse.Namespace, config: ExperimentConfig, writers: li
     sys.stdout.write(format_shard_table(rows) + "\n" + cpu_line(machine) + "\n")
     if args.json_path:
         meta = {
-            "config": args.config,
-            "overrides": list(args.overrides),
-            "task": f"{config.env.suite}:{config.env.task}",
-            "algorithm": config.algorithm,
+            **config_meta(args, config),
             "shards": shard_counts,
             "seconds": args.seconds,
             "repeats": args.repeats,
