@@ -63,18 +63,6 @@ class PtqConfig:
     max_episode_steps: int | None = None
 
 
-def _forward_all(model: BaseAlgorithm, obs: np.ndarray) -> None:
-    """Run the deployed networks on a batch so every layer's activation observer sees data."""
-    pol = model.policy
-    x = pol.obs_to_tensor(obs)[0]
-    with torch.no_grad():
-        for mod in zoo.deployed_modules(model).values():
-            if mod is pol and hasattr(pol, "evaluate_actions"):
-                pol(x)  # actor-critic forward computes both heads
-            else:
-                mod(x)
-
-
 def quantize_policy(
     model: BaseAlgorithm,
     scheme: tq.QuantScheme,
@@ -108,7 +96,7 @@ def quantize_policy(
             tq.set_calibrating(mod, True)
         model.policy.set_training_mode(False)
         for i in range(0, len(calib_obs), 256):
-            _forward_all(model, calib_obs[i : i + 256])
+            zoo.forward_modules(model, calib_obs[i : i + 256], zoo.deployed_modules(model))
         for name, mod in zoo.deployed_modules(model).items():
             tq.set_calibrating(mod, False)
             ranges.update({f"{name}.{k}": v for k, v in tq.activation_ranges(mod).items()})

@@ -100,8 +100,6 @@ def fp32_dot_bound(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) 
 
 def _capture(model: BaseAlgorithm, obs: np.ndarray) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Input and fake-quant output of every deployed QuantLayer on ``obs``."""
-    from actorq.studies.ptq import _forward_all  # one definition of "run every deployed head"
-
     seen: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     hooks = []
     for mname, mod in zoo.deployed_modules(model).items():
@@ -113,7 +111,7 @@ def _capture(model: BaseAlgorithm, obs: np.ndarray) -> dict[str, tuple[torch.Ten
             hooks.append(q.register_forward_hook(hook))
     model.policy.set_training_mode(False)
     try:
-        _forward_all(model, obs)
+        zoo.forward_modules(model, obs, zoo.deployed_modules(model))
     finally:
         for h in hooks:
             h.remove()

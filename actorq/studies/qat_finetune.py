@@ -125,24 +125,12 @@ class FinetuneCallback(BaseCallback):
         return True
 
 
-def _forward_qat_modules(model: BaseAlgorithm, obs: np.ndarray) -> None:
-    """Run every network that carries fake-quant layers on ``obs`` (both heads of an actor-critic)."""
-    pol = model.policy
-    x = pol.obs_to_tensor(obs)[0]
-    with torch.no_grad():
-        for mod in zoo.qat_modules(model).values():
-            if mod is pol and hasattr(pol, "evaluate_actions"):
-                pol(x)
-            else:
-                mod(x)
-
-
 def _calibration_forwards(model: BaseAlgorithm, obs: np.ndarray) -> None:
     """The forwards of :func:`calibrate` without fake-quant layers (the control runs them for the same RNG
     draws)."""
     model.policy.set_training_mode(False)
     for i in range(0, len(obs), 256):
-        _forward_qat_modules(model, obs[i : i + 256])
+        zoo.forward_modules(model, obs[i : i + 256], zoo.qat_modules(model))
 
 
 def calibrate(model: BaseAlgorithm, obs: np.ndarray) -> dict[str, tuple[float, float]]:
@@ -157,7 +145,7 @@ def calibrate(model: BaseAlgorithm, obs: np.ndarray) -> dict[str, tuple[float, f
     model.policy.set_training_mode(False)
     try:
         for i in range(0, len(obs), 256):
-            _forward_qat_modules(model, obs[i : i + 256])
+            zoo.forward_modules(model, obs[i : i + 256], zoo.qat_modules(model))
     finally:
         for m in mods.values():
             tq.set_calibrating(m, False)

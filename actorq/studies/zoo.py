@@ -247,6 +247,19 @@ def training_only_modules(model: BaseAlgorithm) -> dict[str, nn.Module]:
     return {}
 
 
+def forward_modules(model: BaseAlgorithm, obs: np.ndarray, modules: dict[str, nn.Module]) -> None:
+    """Run ``modules`` (e.g. :func:`deployed_modules` or :func:`qat_modules`) on a batch of observations, so every
+    layer's activation observer sees data; the actor-critic policy runs whole (its forward computes both heads)."""
+    pol = model.policy
+    x = pol.obs_to_tensor(obs)[0]
+    with torch.no_grad():
+        for mod in modules.values():
+            if mod is pol and hasattr(pol, "evaluate_actions"):
+                pol(x)
+            else:
+                mod(x)
+
+
 def qat_modules(model: BaseAlgorithm) -> dict[str, nn.Module]:
     """Networks that get fake-quant layers in QAT: the deployed ones and their target copies.
 
