@@ -1,0 +1,120 @@
+"""``obs_bits``: the observation-reading layers of SB3 policies (actorq.studies.obs_layers), found by running them,
+and their own activation bit width in PTQ (actorq.studies.ptq) and QAT (actorq.studies.qat_finetune, deployed by
+actorq.studies.qat_deploy).
+
+Models are fresh, untrained SB3 models with small networks (building one takes milliseconds); observations are
+drawn uniformly so that every component varies.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+
+from actorq.studies import obs_layers, zoo
+from actorq.studies import torch_fake_quant as tq
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def _model(cls: type, env_id: str, **policy_kwargs: object) -> object:
+    extra = {"buffer_size": 64} if cls in (DQN, DDPG, TD3, SAC) else {}
+    return cls("MlpPolicy", env_id, seed=0, device="cpu", policy_kwargs=policy_kwargs or None, **extra)
+
+
+def _obs(model: object, n: int = 256) -> np.ndarray:
+    space = model.observation_space
+    if isinstance(space, gym.spaces.Discrete):
+        return np.random.default_rng(0).integers(0, space.n, n)
+    return np.random.default_rng(0).uniform(-2, 2, (n, *space.shape)).astype(space.dtype)
+
+
+DETECT = [
+    ("ddpg", DDPG, "Pendulum-v1", dict(net_arch=[16, 8]), {"actor": ["mu.0"]}),
+    ("td3", TD3, "Pendulum-v1", dict(net_arch=dict(pi=[16], qf=[8])), {"actor": ["mu.0"]}),
+    ("sac", SAC, "Pendulum-v1", dict(net_arch=[16, 16]), {"actor": ["latent_pi.0"]}),
+    ("dqn", DQN, "CartPole-v1", dict(net_arch=[24, 24]), {"q_net": ["q_net.0"]}),
+    (
+        "ppo",
+        PPO,
+        "CartPole-v1",
+        dict(net_arch=dict(pi=[16, 8], vf=[12])),
+        {"policy": ["mlp_extractor.policy_net.0", "mlp_extractor.value_net.0"]},
+    ),
+    (
+        "a2c-separate-extractors",
+        A2C,
+        "Pendulum-v1",
+        dict(net_arch=dict(pi=[16], vf=[16]), share_features_extractor=False),
+        {"policy": ["mlp_extractor.policy_net.0", "mlp_extractor.value_net.0"]},
+    ),
+    # No hidden layers: the heads read the observation themselves.
+    ("ppo-no-hidden", PPO, "CartPole-v1", dict(net_arch=dict(pi=[], vf=[])), {"policy": ["action_net", "value_net"]}),
+    # A discrete observation reaches the network one-hot encoded: the preprocessed tensor is what is compared.
+    ("ppo-discrete-obs", PPO, "FrozenLake-v1", dict(net_arch=dict(pi=[8], vf=[8])), {"policy": [
+        "mlp_extractor.policy_net.0", "mlp_extractor.value_net.0"]}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cls", "env_id", "kwargs", "expect"), [c[1:] for c in DETECT], ids=[c[0] for c in DETECT]
+)
+def test_observation_layers_are_the_ones_whose_input_is_the_observation(
+    cls: type, env_id: str, kwargs: dict, expect: dict
+) -> None:
+    model = _model(cls, env_id, **kwargs)
+    assert obs_layers.observation_layers(model, _obs(model)) == expect
+
+
+def test_detection_covers_target_networks_and_wrapped_layers_and_moves_no_range() -> None:
+    model = _model(DDPG, "Pendulum-v1", net_arch=[16, 8])
+    mods = zoo.qat_modules(model)
+    for m in mods.values():
+        tq.wrap_quant_layers(m, tq.QuantScheme.parse("8"), act_bits=8)
+    model.policy.set_training_mode(True)  # as in a fine-tune: a training forward would move the EMA ranges
+    found = obs_layers.observation_layers(model, _obs(model), mods)
+    assert found == {"actor": ["mu.0"], "actor_target": ["mu.0"]}
+    assert model.policy.actor.training  # the training mode is given back
+    assert all(lo == float("inf") for m in mods.values() for lo, _ in tq.activation_ranges(m).values())
+
+
+@pytest.mark.parametrize("cls", [PPO, SAC])
+def test_detection_draws_no_random_numbers(cls: type) -> None:
+    """The policies' forwards sample actions; a fine-tune and its control must stay on one RNG stream."""
+    model = _model(cls, "Pendulum-v1", net_arch=[8])
+    torch.manual_seed(3)
+    obs_layers.observation_layers(model, _obs(model))
+    assert torch.equal(torch.rand(4), (torch.manual_seed(3), torch.rand(4))[1])
+
+
+class _Doubled(BaseFeaturesExtractor):
+    """A features extractor that transforms the observation before any layer sees it."""
+
+    def __init__(self, observation_space: gym.spaces.Box) -> None:
+        super().__init__(observation_space, int(np.prod(observation_space.shape)))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return 2 * obs.flatten(1)
+
+
+def test_policy_without_an_observation_layer_is_refused_by_name() -> None:
+    model = _model(PPO, "CartPole-v1", net_arch=dict(pi=[8], vf=[8]), features_extractor_class=_Doubled)
+    with pytest.raises(ValueError, match="no Linear/Conv layer of policy takes the observation"):
+        obs_layers.observation_layers(model, _obs(model))
+
+
+@pytest.mark.parametrize(
+    ("bits", "acts", "msg"), [(1, True, "integer in"), (17, True, "integer in"), (8, False, "activations")]
+)
+def test_obs_bits_rule(bits: int, acts: bool, msg: str) -> None:
+    with pytest.raises(ValueError, match=msg):
+        obs_layers.check_obs_bits(bits, acts)
+    obs_layers.check_obs_bits(None, False)
+    obs_layers.check_obs_bits(8, None)
