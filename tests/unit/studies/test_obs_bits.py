@@ -8,14 +8,17 @@ drawn uniformly so that every component varies.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from torch import nn
 
-from actorq.studies import obs_layers, zoo
+from actorq.studies import obs_layers, ptq, zoo
 from actorq.studies import torch_fake_quant as tq
 
 
@@ -118,3 +121,94 @@ def test_obs_bits_rule(bits: int, acts: bool, msg: str) -> None:
         obs_layers.check_obs_bits(bits, acts)
     obs_layers.check_obs_bits(None, False)
     obs_layers.check_obs_bits(8, None)
+
+
+def _inputs(model: object, obs: np.ndarray) -> dict[str, tuple[tq.QuantLayer, torch.Tensor, torch.Tensor]]:
+    """Every deployed QuantLayer with the input it got on ``obs`` and its output."""
+    seen = {}
+    hooks = [
+        q.register_forward_hook(lambda m, a, y, k=f"{n}.{ln}": seen.__setitem__(k, (m, a[0], y)))
+        for n, mod in zoo.deployed_modules(model).items()
+        for ln, q in tq.quant_layers(mod)
+    ]
+    zoo.forward_modules(model, obs, zoo.deployed_modules(model))
+    for h in hooks:
+        h.remove()
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("cls", "env_id", "kwargs", "obs_layer"),
+    [
+        (DDPG, "Pendulum-v1", dict(net_arch=[16, 8]), "actor.mu.0"),
+        (DQN, "CartPole-v1", dict(net_arch=[16, 16]), "q_net.q_net.0"),
+    ],
+)
+def test_ptq_quantizes_the_observation_input_on_its_own_grid(
+    cls: type, env_id: str, kwargs: dict, obs_layer: str
+) -> None:
+    model = _model(cls, env_id, **kwargs)
+    obs = _obs(model, 512)
+    rep = ptq.quantize_policy(model, tq.QuantScheme.parse("8"), act_bits=2, calib_obs=obs, obs_bits=6)
+    assert rep["activation_bits"][obs_layer] == 6
+    assert set(rep["activation_bits"]) == set(rep["activation_ranges"]) and len(rep["activation_bits"]) >= 3
+    assert all(b == 2 for k, b in rep["activation_bits"].items() if k != obs_layer)
+    for key, (q, x, y) in _inputs(model, obs).items():
+        x_q = tq.fake_quant_activation(x, q._lo, q._hi, q.act_bits)
+        # The layer's output is computed from exactly that fake-quantized input ...
+        torch.testing.assert_close(y, nn.functional.linear(x_q, q.layer.weight, q.layer.bias), rtol=0, atol=0)
+        levels = len(torch.unique(x_q))
+        # ... which lies on a 2**bits grid: 6 bits for the observation (uniform draws fill most of its 64
+        # levels), 2 bits for the hidden activations.
+        assert levels <= 2**q.act_bits
+        assert levels > 2**2 if key == obs_layer else q.act_bits == 2
+
+
+def test_ptq_obs_bits_unset_changes_nothing() -> None:
+    """Default obs_bits=None is the W+A PTQ as it was: every input at act_bits, bit-identical actions."""
+    model = _model(SAC, "Pendulum-v1", net_arch=[16, 16])
+    obs = _obs(model, 512)
+    state = {k: v.clone() for k, v in model.policy.state_dict().items()}
+    rep = ptq.quantize_policy(model, tq.QuantScheme.parse("4"), act_bits=3, calib_obs=obs)
+    assert set(rep["activation_bits"].values()) == {3}
+    got = model.predict(obs, deterministic=True)[0]
+    ptq.unquantize_policy(model, state)
+    # The W+A recipe written out: weights quantized in place, every layer's input wrapped at act_bits, calibrated.
+    actor = zoo.deployed_modules(model)["actor"]
+    tq.ptq_quantize_(actor, tq.QuantScheme.parse("4"))
+    tq.wrap_quant_layers(actor, weight_scheme=None, act_bits=3)
+    tq.set_calibrating(actor, True)
+    for i in range(0, len(obs), 256):
+        zoo.forward_modules(model, obs[i : i + 256], {"actor": actor})
+    tq.set_calibrating(actor, False)
+    np.testing.assert_array_equal(got, model.predict(obs, deterministic=True)[0])
+
+
+def test_ptq_obs_bits_needs_activation_quantization_and_a_width() -> None:
+    model = _model(DDPG, "Pendulum-v1", net_arch=[8])
+    with pytest.raises(ValueError, match="activations are not quantized"):
+        ptq.quantize_policy(model, tq.QuantScheme.parse("8"), obs_bits=8)
+    with pytest.raises(ValueError, match="activations are not quantized"):
+        ptq.PtqConfig(obs_bits=8)
+    with pytest.raises(ValueError, match=r"integer in \[2, 16\]"):
+        ptq.PtqConfig(quantize_activations=True, obs_bits=1)
+    assert ptq.PtqConfig(quantize_activations=True, obs_bits=8).obs_bits == 8
+
+
+def test_ptq_sweep_labels_rows_with_the_observation_width(tmp_path: Path) -> None:
+    model = _model(DDPG, "Pendulum-v1", net_arch=[8])
+    cfg = ptq.PtqConfig(
+        precisions=["fp32", "fp16", "4"], episodes=1, seeds=1, quantize_activations=True, obs_bits=8,
+        calib_steps=64, n_envs=1, max_episode_steps=20,
+    )  # fmt: skip
+    res = ptq.run_ptq(model, "Pendulum-v1", cfg, out=tmp_path)
+    assert [r["activations"] for r in res["rows"]] == ["fp32", "fp32", "uint4 (obs uint8)"]
+    assert res["layers"]["int4"]["activation_bits"] == {"actor.mu.0": 8, "actor.mu.2": 4}
+    assert "uint4 (obs uint8)" in (tmp_path / "ptq.csv").read_text()
+
+
+def test_wrap_refuses_a_width_for_a_layer_it_does_not_have() -> None:
+    actor = _model(DDPG, "Pendulum-v1", net_arch=[8]).policy.actor
+    with pytest.raises(ValueError, match=r"act_bits_for names \['mu.9'\]"):
+        tq.wrap_quant_layers(actor, None, act_bits=4, act_bits_for={"mu.9": 8})
+    assert not list(tq.quant_layers(actor))  # refused before wrapping anything
