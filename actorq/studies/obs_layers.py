@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.preprocessing import preprocess_obs
@@ -25,6 +26,10 @@ from torch import nn
 from actorq.quantize.affine import MAX_BITS, MIN_BITS
 from actorq.studies import torch_fake_quant as tq
 from actorq.studies import zoo
+
+SEARCH_BATCH = 256
+"""At most this many observations (the first ones given) run through the networks to find the layers: enough
+varied samples that no hidden activation equals the observation by chance, few enough to cost one batch."""
 
 
 def check_obs_bits(obs_bits: int | None, act_quantized: bool | None = None) -> None:
@@ -47,7 +52,7 @@ def check_obs_bits(obs_bits: int | None, act_quantized: bool | None = None) -> N
 
 
 def observation_layers(
-    model: BaseAlgorithm, obs: object, modules: dict[str, nn.Module] | None = None
+    model: BaseAlgorithm, obs: np.ndarray, modules: dict[str, nn.Module] | None = None
 ) -> dict[str, list[str]]:
     """The Linear/Conv layers of ``modules`` whose input is the policy's observation, found by running them.
 
@@ -57,8 +62,8 @@ def observation_layers(
 
     Args:
         model: SB3 model whose policy preprocesses the observations.
-        obs: A batch of observations in the env's layout (a few hundred varied ones: a layer is matched by
-            equality, so constant features could match by chance).
+        obs: Observations in the env's layout, e.g. the calibration ones (the first :data:`SEARCH_BATCH` are
+            used; they should vary: a layer is matched by equality, so constant features could match by chance).
         modules: Networks to search (default :func:`actorq.studies.zoo.deployed_modules`; QAT passes
             :func:`actorq.studies.zoo.qat_modules`, targets included). Already wrapped layers
             (:class:`~actorq.studies.torch_fake_quant.QuantLayer`) are found under their wrapper's name.
@@ -73,6 +78,7 @@ def observation_layers(
     """
     modules = zoo.deployed_modules(model) if modules is None else modules
     pol = model.policy
+    obs = obs[:SEARCH_BATCH]
     x = pol.obs_to_tensor(obs)[0]
     if not isinstance(x, torch.Tensor):
         raise ValueError("obs_bits supports Box/Discrete observations only, not dict observation spaces")

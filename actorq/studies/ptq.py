@@ -26,8 +26,6 @@ from actorq.studies import torch_fake_quant as tq
 logger = logging.getLogger(__name__)
 
 DEFAULT_PRECISIONS = ("fp32", "fp16", "8", "7", "6", "5", "4", "3", "2")
-OBS_LAYER_BATCH = 256
-"""Calibration observations the observation layers are found on (:func:`obs_layers.observation_layers`)."""
 
 
 def parse_precisions(spec: str | list[str]) -> list[str]:
@@ -115,7 +113,7 @@ def quantize_policy(
     if act_bits is not None:
         if calib_obs is None:
             raise ValueError("activation quantization needs calibration observations")
-        obs_in = {} if obs_bits is None else obs_layers.observation_layers(model, calib_obs[:OBS_LAYER_BATCH])
+        obs_in = {} if obs_bits is None else obs_layers.observation_layers(model, calib_obs)
         for name, mod in zoo.deployed_modules(model).items():
             wider = dict.fromkeys(obs_in.get(name, []), obs_bits)
             tq.wrap_quant_layers(mod, weight_scheme=None, act_bits=act_bits, act_bits_for=wider)

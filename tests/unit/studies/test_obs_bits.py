@@ -18,7 +18,7 @@ from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-from actorq.studies import obs_layers, ptq, zoo
+from actorq.studies import envs, obs_layers, ptq, qat_deploy, qat_finetune, zoo
 from actorq.studies import torch_fake_quant as tq
 
 
@@ -212,3 +212,54 @@ def test_wrap_refuses_a_width_for_a_layer_it_does_not_have() -> None:
     with pytest.raises(ValueError, match=r"act_bits_for names \['mu.9'\]"):
         tq.wrap_quant_layers(actor, None, act_bits=4, act_bits_for={"mu.9": 8})
     assert not list(tq.quant_layers(actor))  # refused before wrapping anything
+
+
+QAT_CASES = [
+    ("ddpg", "Pendulum-v1", {"learning_starts": 50, "buffer_size": 1000, "policy_kwargs": {"net_arch": [16, 16]}},
+     100, ["actor.mu.0", "actor_target.mu.0"]),
+    ("ppo", "CartPole-v1", {"policy_kwargs": {"net_arch": dict(pi=[16], vf=[16])}}, 256,
+     ["policy.mlp_extractor.policy_net.0", "policy.mlp_extractor.value_net.0"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("algo", "env_id", "overrides", "steps", "obs_in"), QAT_CASES, ids=[c[0] for c in QAT_CASES]
+)
+def test_qat_obs_bits_trains_and_deploys_the_observation_input_at_its_own_width(
+    algo: str, env_id: str, overrides: dict, steps: int, obs_in: list[str]
+) -> None:
+    model = zoo.make_model(algo, env_id, seed=0, **overrides)
+    recipe = qat_finetune.QatRecipe(finetune_steps=steps, calib_steps=300, obs_bits=8)
+    model, info = qat_finetune.finetune_qat(model, env_id, 3, recipe)
+    assert info["act_bits"] == 3 and info["obs_bits"] == 8 and info["obs_layers"] == obs_in
+    widths = {
+        f"{n}.{ln}": q.act_bits for n, m in zoo.qat_modules(model).items() for ln, q in tq.quant_layers(m)
+    }
+    assert {k for k, b in widths.items() if b == 8} == set(obs_in)  # target copies included
+    assert {b for k, b in widths.items() if k not in obs_in} == {3}
+    obs = envs.record_observations(model, env_id, 200, seed=3)
+    check = qat_deploy.check_equal(model, obs)
+    assert check["within_bound"], check["layers"]
+    a_fq = qat_deploy.actions(model, obs)
+    qat_deploy.deploy_integer(model)
+    a_int = qat_deploy.actions(model, obs)
+    if algo == "ppo":
+        assert np.mean(a_fq == a_int) >= 0.99
+    else:
+        np.testing.assert_allclose(a_int, a_fq, atol=1e-4)
+    deployed = {
+        f"{n}.{ln}": m for n, mod in zoo.deployed_modules(model).items() for ln, m in mod.named_modules()
+        if isinstance(m, qat_deploy.IntegerLinear)
+    }  # fmt: skip
+    for name, layer in deployed.items():
+        codes = layer.quantize_input(torch.as_tensor(obs, dtype=torch.float32))
+        assert layer.act_bits == (8 if name in obs_in else 3)
+        if name in obs_in:  # the deployed observation input really uses the wider code range
+            assert layer.x_qmax == 255 and len(torch.unique(codes)) > 8
+
+
+def test_qat_obs_bits_needs_quantized_activations() -> None:
+    model = zoo.make_model("ddpg", "Pendulum-v1", seed=0, policy_kwargs={"net_arch": [8]})
+    recipe = qat_finetune.QatRecipe(finetune_steps=10, calib_steps=10, obs_bits=8)
+    with pytest.raises(ValueError, match="activations are not quantized"):
+        qat_finetune.finetune_qat(model, "Pendulum-v1", 4, recipe, act_bits=0)
