@@ -2,8 +2,9 @@
 
 For each precision the policy's fp32 weights are restored, every Linear/Conv weight of the deployed networks
 is quantized in place (:func:`actorq.studies.torch_fake_quant.ptq_quantize_`), optionally the input activation
-of every layer is fake-quantized with ranges calibrated on recorded observations, and the policy is evaluated
-deterministically on the same env seeds as its fp32 original. Outputs: ``ptq.csv``, ``ptq.json`` (rows and
+of every layer is fake-quantized with ranges calibrated on recorded observations (the layers that read the
+observation at their own width ``obs_bits`` when set: :mod:`actorq.studies.obs_layers`), and the policy is
+evaluated deterministically on the same env seeds as its fp32 original. Outputs: ``ptq.csv``, ``ptq.json`` (rows and
 the per-layer report), ``ptq_table.md`` and ``sweet_spot.png``.
 """
 

@@ -32,10 +32,26 @@ def _model(cls: type, env_id: str, **policy_kwargs: object) -> object:
     return cls("MlpPolicy", env_id, seed=0, device="cpu", policy_kwargs=policy_kwargs or None, **extra)
 
 
+class _ImageEnv(gym.Env):
+    """Small images (NatureCNN's smallest input, 36x36), channels last as an env gives them."""
+
+    observation_space = gym.spaces.Box(0, 255, (36, 36, 1), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple:
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action: int) -> tuple:
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
 def _obs(model: object, n: int = 256) -> np.ndarray:
     space = model.observation_space
     if isinstance(space, gym.spaces.Discrete):
         return np.random.default_rng(0).integers(0, space.n, n)
+    if space.dtype == np.uint8:
+        return np.random.default_rng(0).integers(0, 256, (n, *space.shape), dtype=np.uint8)
     return np.random.default_rng(0).uniform(-2, 2, (n, *space.shape)).astype(space.dtype)
 
 
@@ -74,6 +90,11 @@ def test_observation_layers_are_the_ones_whose_input_is_the_observation(
 ) -> None:
     model = _model(cls, env_id, **kwargs)
     assert obs_layers.observation_layers(model, _obs(model)) == expect
+
+
+def test_an_image_policy_reads_the_scaled_image_in_its_first_convolution() -> None:
+    model = PPO("CnnPolicy", _ImageEnv(), seed=0, device="cpu", n_steps=8, batch_size=8)
+    assert obs_layers.observation_layers(model, _obs(model)) == {"policy": ["features_extractor.cnn.0"]}
 
 
 def test_detection_covers_target_networks_and_wrapped_layers_and_moves_no_range() -> None:
