@@ -78,13 +78,17 @@ def cmd_ptq(a: argparse.Namespace) -> int:
         precisions = ptq.parse_precisions(a.bits)
     except ValueError as e:
         raise _fail(f"--bits {a.bits!r}: {e}") from None
+    try:
+        cfg = ptq.PtqConfig(
+            precisions=precisions, episodes=a.episodes, seeds=a.seeds,
+            per_channel_linear=a.per_channel_linear, quantize_activations=a.activations, act_bits=a.act_bits,
+            calib_steps=a.calib_steps, n_envs=a.n_envs, max_episode_steps=a.max_episode_steps,
+            obs_bits=a.obs_bits,
+        )  # fmt: skip
+    except ValueError as e:
+        raise _fail(f"--obs-bits: {e}") from None
     _threads(a.threads)
     model, meta = _load(a)
-    cfg = ptq.PtqConfig(
-        precisions=precisions, episodes=a.episodes, seeds=a.seeds,
-        per_channel_linear=a.per_channel_linear, quantize_activations=a.activations, act_bits=a.act_bits,
-        calib_steps=a.calib_steps, n_envs=a.n_envs, max_episode_steps=a.max_episode_steps,
-    )  # fmt: skip
     res = ptq.run_ptq(model, meta["env"], cfg, out=a.out, title=_title(meta))
     print(ptq.table_markdown(res))
     print(ptq.layers_markdown(res))
@@ -212,6 +216,11 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--act-bits", type=_bit_width, default=None, help="activation bits (default: the weight bits)"
     )
+    p.add_argument(
+        "--obs-bits", type=_bit_width, default=None,
+        help="input bits of the layers that read the observation (with --activations; default: the activation "
+        "bits); integer deployments commonly keep the network's input at 8",
+    )  # fmt: skip
     p.add_argument(
         "--calib-steps", type=positive_int, default=1000, help="recorded observations for calibration"
     )

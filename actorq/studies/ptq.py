@@ -2,8 +2,9 @@
 
 For each precision the policy's fp32 weights are restored, every Linear/Conv weight of the deployed networks
 is quantized in place (:func:`actorq.studies.torch_fake_quant.ptq_quantize_`), optionally the input activation
-of every layer is fake-quantized with ranges calibrated on recorded observations, and the policy is evaluated
-deterministically on the same env seeds as its fp32 original. Outputs: ``ptq.csv``, ``ptq.json`` (rows and
+of every layer is fake-quantized with ranges calibrated on recorded observations (the layers that read the
+observation at their own width ``obs_bits`` when set: :mod:`actorq.studies.obs_layers`), and the policy is
+evaluated deterministically on the same env seeds as its fp32 original. Outputs: ``ptq.csv``, ``ptq.json`` (rows and
 the per-layer report), ``ptq_table.md`` and ``sweet_spot.png``.
 """
 
@@ -20,7 +21,7 @@ import numpy as np
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from actorq.studies import envs, plots, zoo
+from actorq.studies import envs, obs_layers, plots, zoo
 from actorq.studies import torch_fake_quant as tq
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,21 @@ class PtqConfig:
     calib_steps: int = 1000
     n_envs: int = 4
     max_episode_steps: int | None = None
+    obs_bits: int | None = None
+    """Input bit width of the layers that read the observation (:mod:`actorq.studies.obs_layers`) at every
+    integer precision, instead of the activation width; calibrated like the other inputs. Needs
+    ``quantize_activations``; None quantizes them like every other input."""
+
+    def __post_init__(self) -> None:
+        obs_layers.check_obs_bits(self.obs_bits, self.quantize_activations)
+
+
+def activations_label(act_bits: int | None, obs_bits: int | None = None) -> str:
+    """A row's ``activations`` column: ``fp32``, ``uint4``, or ``uint4 (obs uint8)`` when the observation
+    layers' inputs have their own width (no comma: the value goes into ``ptq.csv`` as it is)."""
+    if not act_bits:
+        return "fp32"
+    return f"uint{act_bits}" + (f" (obs uint{obs_bits})" if obs_bits is not None else "")
 
 
 def quantize_policy(
@@ -68,6 +84,7 @@ def quantize_policy(
     scheme: tq.QuantScheme,
     act_bits: int | None = None,
     calib_obs: np.ndarray | None = None,
+    obs_bits: int | None = None,
 ) -> dict[str, Any]:
     """Quantize the deployed networks of ``model`` in place; return the layer report.
 
@@ -76,10 +93,15 @@ def quantize_policy(
         scheme: Weight scheme.
         act_bits: Quantize every layer's input activation to this many bits (needs ``calib_obs``).
         calib_obs: Recorded observations for min/max activation calibration.
+        obs_bits: Bit width of the inputs of the layers that read the observation
+            (:func:`actorq.studies.obs_layers.observation_layers`, found on ``calib_obs``) instead of
+            ``act_bits`` (needs ``act_bits``).
 
     Returns:
-        ``{"layers": [...], "not_deployed": [...], "activation_ranges": {...}}``.
+        ``{"layers": [...], "not_deployed": [...], "activation_ranges": {...}, "activation_bits": {...}}``:
+        ``activation_bits`` maps each layer whose input is quantized to its bit width.
     """
+    obs_layers.check_obs_bits(obs_bits, act_bits is not None)
     layers: list[dict] = []
     for name, mod in zoo.deployed_modules(model).items():
         layers += [r.to_dict() for r in tq.ptq_quantize_(mod, scheme, prefix=f"{name}.")]
@@ -88,11 +110,14 @@ def quantize_policy(
         for name, mod in zoo.training_only_modules(model).items()
     ]
     ranges: dict[str, tuple[float, float]] = {}
+    bits: dict[str, int] = {}
     if act_bits is not None:
         if calib_obs is None:
             raise ValueError("activation quantization needs calibration observations")
-        for mod in zoo.deployed_modules(model).values():
-            tq.wrap_quant_layers(mod, weight_scheme=None, act_bits=act_bits)
+        obs_in = {} if obs_bits is None else obs_layers.observation_layers(model, calib_obs)
+        for name, mod in zoo.deployed_modules(model).items():
+            wider = dict.fromkeys(obs_in.get(name, []), obs_bits)
+            tq.wrap_quant_layers(mod, weight_scheme=None, act_bits=act_bits, act_bits_for=wider)
             tq.set_calibrating(mod, True)
         model.policy.set_training_mode(False)
         for i in range(0, len(calib_obs), 256):
@@ -100,10 +125,18 @@ def quantize_policy(
         for name, mod in zoo.deployed_modules(model).items():
             tq.set_calibrating(mod, False)
             ranges.update({f"{name}.{k}": v for k, v in tq.activation_ranges(mod).items()})
+            bits.update(
+                {f"{name}.{k}": q.act_bits for k, q in tq.quant_layers(mod) if q.act_bits is not None}
+            )
         missing = [k for k, (lo, hi) in ranges.items() if not np.isfinite([lo, hi]).all()]
         if missing:
             raise RuntimeError(f"calibration never reached layers {missing}")
-    return {"layers": layers, "not_deployed": not_deployed, "activation_ranges": ranges}
+    return {
+        "layers": layers,
+        "not_deployed": not_deployed,
+        "activation_ranges": ranges,
+        "activation_bits": bits,
+    }
 
 
 def unquantize_policy(model: BaseAlgorithm, state: dict[str, torch.Tensor]) -> None:
@@ -140,7 +173,8 @@ def run_ptq(
         act_bits = None
         if cfg.quantize_activations and scheme.precision == "int":
             act_bits = cfg.act_bits or scheme.bits
-        report = quantize_policy(model, scheme, act_bits=act_bits, calib_obs=calib)
+        obs_bits = cfg.obs_bits if act_bits else None
+        report = quantize_policy(model, scheme, act_bits=act_bits, calib_obs=calib, obs_bits=obs_bits)
         layer_reports[scheme.label] = report
         per_seed = []
         episodes = []
@@ -156,7 +190,7 @@ def run_ptq(
             {
                 "precision": scheme.label,
                 "bits": scheme.bits,
-                "activations": f"uint{act_bits}" if act_bits else "fp32",
+                "activations": activations_label(act_bits, obs_bits),
                 "mean": float(allr.mean()),
                 "std": float(allr.std()),
                 "seed_means": per_seed,

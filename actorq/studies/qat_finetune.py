@@ -29,7 +29,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import ConstantSchedule
 
-from actorq.studies import envs, qat, zoo
+from actorq.studies import envs, obs_layers, qat, zoo
 from actorq.studies import torch_fake_quant as tq
 
 logger = logging.getLogger(__name__)
@@ -67,6 +67,11 @@ class QatRecipe:
     """EMA decay of the activation ranges while they are not frozen."""
     per_channel_linear: bool = False
     """One weight scale per output row of each Linear instead of one per tensor (for layers with outlier rows)."""
+    obs_bits: int | None = None
+    """Input bit width of the layers that read the observation (:mod:`actorq.studies.obs_layers`; the target
+    copies' too) instead of the activation width, calibrated and frozen like the others; the integer deployment
+    keeps it. None quantizes the observation like every other input: one per-tensor range over all components
+    left MountainCarContinuous' velocity ~3 levels at 5 bits. Needs activation quantization."""
 
     def validate(self) -> None:
         """Raise ValueError naming the field when a value cannot work."""
@@ -87,6 +92,7 @@ class QatRecipe:
             )
         if not 0 < self.ema_decay < 1:
             raise ValueError(f"ema_decay must be in (0, 1), got {self.ema_decay}")
+        obs_layers.check_obs_bits(self.obs_bits)
 
 
 class FinetuneCallback(BaseCallback):
@@ -196,17 +202,21 @@ def finetune_qat(
         env_id: Env of the calibration episodes (the model's task).
         bits: Weight bit width.
         recipe: The recipe (default :class:`QatRecipe`).
-        act_bits: Activation bit width (default: ``bits``; 0 leaves activations in fp32).
+        act_bits: Activation bit width (default: ``bits``; 0 leaves activations in fp32); the observation
+            layers' inputs use ``recipe.obs_bits`` when it is set (which then needs activations quantized).
         callbacks: Extra SB3 callbacks (e.g. a learning-curve recorder).
         quantize: False: the unquantized control (``bits`` and ``act_bits`` are ignored and recorded as None).
 
     Returns:
         The model with its fake-quant layers in place and on (none for the control), and run info (recipe,
-        ranges, learning rates).
+        ranges, learning rates, ``obs_bits`` and the ``obs_layers`` it applied to: None and [] for the control).
     """
     recipe = recipe or QatRecipe()
     recipe.validate()
     act_bits = (bits if act_bits is None else (act_bits or None)) if quantize else None
+    if quantize:
+        obs_layers.check_obs_bits(recipe.obs_bits, act_bits is not None)
+    obs_bits = recipe.obs_bits if quantize else None
     # The control records the calibration episodes and runs the calibration forwards too: both sample actions
     # from torch's global RNG, so its fine-tune starts from the RNG state QAT's starts from.
     calib_obs = envs.record_observations(
@@ -214,12 +224,17 @@ def finetune_qat(
     )
     mods = zoo.qat_modules(model) if quantize else {}
     wrapped: dict[str, list[str]] = {}
+    # Found without drawing random numbers (the control does not look for them).
+    obs_in = {} if obs_bits is None else obs_layers.observation_layers(model, calib_obs, mods)
     if quantize:
         scheme = tq.QuantScheme.parse(str(bits), per_channel_linear=recipe.per_channel_linear)
         wrapped = {
-            n: tq.wrap_quant_layers(m, scheme, act_bits=act_bits, ema_decay=recipe.ema_decay)
+            n: tq.wrap_quant_layers(
+                m, scheme, act_bits=act_bits, ema_decay=recipe.ema_decay,
+                act_bits_for=dict.fromkeys(obs_in.get(n, []), obs_bits),
+            )
             for n, m in mods.items()
-        }
+        }  # fmt: skip
     calibrated = calibrate(model, calib_obs) if act_bits else {}
     if not quantize:
         _calibration_forwards(model, calib_obs)
@@ -239,6 +254,8 @@ def finetune_qat(
         "recipe": asdict(recipe),
         "bits": bits if quantize else None,
         "act_bits": act_bits,
+        "obs_bits": obs_bits,
+        "obs_layers": [f"{n}.{layer}" for n, names in obs_in.items() for layer in names],
         "finetune_start": start,
         "finetune_end": int(model.num_timesteps),
         "ranges_frozen_at": cb.frozen_at if quantize else None,

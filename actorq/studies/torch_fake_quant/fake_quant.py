@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import torch
@@ -194,27 +194,44 @@ def wrap_quant_layers(
     weight_scheme: QuantScheme | None,
     act_bits: int | None = None,
     ema_decay: float = 0.99,
+    act_bits_for: Mapping[str, int] | None = None,
 ) -> list[str]:
     """Replace every Linear/Conv inside ``module`` by a :class:`QuantLayer` (in place).
+
+    Args:
+        module: The network whose layers get wrapped.
+        weight_scheme: Weight scheme of every wrapped layer (None: weights stay as they are).
+        act_bits: Input activation bit width of every wrapped layer (None: fp32 inputs).
+        ema_decay: EMA decay of the activation ranges in training mode.
+        act_bits_for: Input activation bit widths of named layers (names relative to ``module``, as returned),
+            overriding ``act_bits`` for them: the observation-reading layers under ``obs_bits``.
 
     Returns:
         Names of the wrapped layers (relative to ``module``).
 
     Raises:
-        ValueError: If ``module`` contains no Linear/Conv layer at all (nothing would be quantized).
+        ValueError: If ``module`` contains no Linear/Conv layer at all (nothing would be quantized), or
+            ``act_bits_for`` names a layer that is not among those wrapped.
     """
     targets = [
         (name, sub) for name, sub in module.named_modules() if isinstance(sub, QUANT_LAYER_TYPES) and name
     ]
     if isinstance(module, QUANT_LAYER_TYPES):
         raise ValueError("wrap the parent of a bare layer, not the layer itself")
+    act_bits_for = dict(act_bits_for or {})
+    unknown = sorted(set(act_bits_for) - {name for name, _ in targets})
+    if unknown:
+        raise ValueError(
+            f"act_bits_for names {unknown}, which are no Linear/Conv layers of {type(module).__name__}; "
+            f"give names relative to the module, e.g. {[n for n, _ in targets][:3]}"
+        )
     wrapped = []
     for name, sub in targets:
         parent_name, _, child = name.rpartition(".")
         parent = module.get_submodule(parent_name) if parent_name else module
         if isinstance(parent, QuantLayer):
             continue
-        setattr(parent, child, QuantLayer(sub, weight_scheme, act_bits, ema_decay))
+        setattr(parent, child, QuantLayer(sub, weight_scheme, act_bits_for.get(name, act_bits), ema_decay))
         wrapped.append(name)
     if not wrapped and not any(isinstance(m, QuantLayer) for m in module.modules()):
         raise ValueError(f"{type(module).__name__} has no Linear/Conv layer to quantize")

@@ -55,6 +55,10 @@ BAD_INPUT = {
     "ptq --bits": (["ptq", "--policy", MISSING, *OUT, "--bits", "fp32,fp17"], "'fp17'"),
     "ptq --episodes": (["ptq", "--policy", MISSING, *OUT, "--episodes", "0"], "--episodes"),
     "ptq --policy": (["ptq", "--policy", MISSING, *OUT], "no SB3 policy at"),
+    "ptq --obs-bits without --activations": (
+        ["ptq", "--policy", MISSING, *OUT, "--obs-bits", "8"], "--obs-bits: obs_bits=8 sets the bit width"
+    ),
+    "ptq --obs-bits 1": (["ptq", "--policy", MISSING, *OUT, "--activations", "--obs-bits", "1"], "[2, 16]"),
     "weights --bits": (["weights", "--policy", MISSING, *OUT, "--bits", "99"], "[2, 16]"),
     "qat --bits fp16": (
         ["qat", "--algo", "dqn", "--env", "CartPole-v1", "--bits", "fp16", "--quant-delay", "10", "--steps",

@@ -117,6 +117,7 @@ def test_per_channel_weight_scales_are_used_when_configured(per_channel: bool) -
         ("calib_steps", 0),
         ("range_freeze_steps", 20_000),
         ("ema_decay", 1.0),
+        ("obs_bits", 1),
     ],
 )
 def test_recipe_rejects_values_that_cannot_work(field: str, value: float) -> None:
@@ -139,9 +140,11 @@ class _RngAtStart(BaseCallback):
         return True
 
 
-def test_control_is_the_same_finetune_without_any_quantization() -> None:
+@pytest.mark.parametrize("obs_bits", [None, 8])
+def test_control_is_the_same_finetune_without_any_quantization(obs_bits: int | None) -> None:
+    """With ``obs_bits``, QAT finds the observation layers (the control does not) and still starts on its RNG."""
     base = _fp32_ppo(256)
-    recipe = qat_finetune.QatRecipe(finetune_steps=256, learning_rate=3e-4, calib_steps=64)
+    recipe = qat_finetune.QatRecipe(finetune_steps=256, learning_rate=3e-4, calib_steps=64, obs_bits=obs_bits)
     runs = {}
     for quantize in (True, False):
         at_start = _RngAtStart()
@@ -155,7 +158,8 @@ def test_control_is_the_same_finetune_without_any_quantization() -> None:
     for key in ("finetune_start", "finetune_end", "lr_seen", "recipe"):
         assert info[key] == qat_info[key], key
     assert torch.equal(ctl_rng.state, qat_rng.state)
-    assert info["bits"] is info["act_bits"] is None and not info["wrapped_layers"]
+    assert info["bits"] is info["act_bits"] is info["obs_bits"] is None and not info["wrapped_layers"]
+    assert qat_info["obs_bits"] == obs_bits and bool(qat_info["obs_layers"]) == (obs_bits is not None)
     assert not info["quantized_forwards"] and info["ranges_frozen_at"] is None
     assert not list(tq.quant_layers(ctl.policy)) and list(tq.quant_layers(qat.policy))
     # trained: the weights moved from the fp32 policy
