@@ -32,10 +32,13 @@ help:
 	@echo "make reproduce-cpu  Table 2 on this CPU, resumable: issue 20's learner-bound grid (reproduce-cpu-learnerbound,"
 	@echo "                ~16 h) and issue 34's actor-bound one (reproduce-cpu-actorbound: learner and actor on their own"
 	@echo "                cores, spi 0.25, ~57.5 h); REPRODUCE_SUBSET=1 or reproduce-cpu-subset: the actor-bound subset (~86 min)"
-	@echo "make reproduce-qat  QuaRL Fig. 1 analogue: fp32 vs PTQ vs QAT to convergence (resumable; ~2 CPU-hours at"
-	@echo "                QAT_SEEDS=3); QAT_SUBSET=1 or reproduce-qat-subset: PPO CartPole + DDPG Pendulum, 8 bits,"
-	@echo "                10 seeds (~75 min); ZOO=<rl-trained-agents dir> adds QAT fine-tunes of the zoo's SAC Hopper and"
-	@echo "                DDPG MountainCarContinuous agents (~14 min per cell)"
+	@echo "make reproduce-qat  issue 37's QAT study, reports/studies/qat_recipe: fp32 vs PTQ vs fine-tuned QAT at 8-2 bits,"
+	@echo "                10 seeds, resumable (runs the cells without a record, then re-renders its report). From empty,"
+	@echo "                on 2 cores: PPO+A2C CartPole ~1.9 h next to DDPG Pendulum ~3.2 h; ZOO=<rl-trained-agents dir> then"
+	@echo "                adds zoo SAC Hopper (~4-5 min per QAT cell, 8 min per control) next to DDPG MountainCarContinuous"
+	@echo "                (~3-4.5 min per cell, ~5.1 h). QAT_SUBSET=1 or reproduce-qat-subset: PPO CartPole + DDPG Pendulum,"
+	@echo "                8 bits, 10 seeds (~77 min + the report). Times: mean cell_seconds of the committed records, made"
+	@echo "                on a 2-vCPU AMD EPYC Zen 4 VM by two workers at OMP_NUM_THREADS=1 (Makefile comment: per cell)"
 
 venv: $(STAMP)
 
@@ -228,21 +231,33 @@ reproduce-cpu-subset:
 	$(MAKE) reproduce-cpu-actorbound REPRODUCE_SUBSET=1
 
 # fp32 vs PTQ vs QAT to convergence (issues 22, 37): two workers (`actorq qat-study`, 1 torch thread each) on
-# disjoint pairs, then `actorq qat-report`. Resumable: each cell writes its JSON record when it finishes and a rerun
-# skips cells whose record exists (interrupt and run the same command again). Default: the committed 3-seed study in
-# reports/studies/qat_convergence (complete: only re-renders); QAT_SEEDS=10 for claims (>= 10 seeds per cell).
-# QAT_SUBSET=1 or reproduce-qat-subset: PPO CartPole (worker A) and DDPG Pendulum (worker B), 8 bits, 10 seeds,
-# into runs/qat-subset, each seed with its fine-tune control (ft32: the recipe without quantization). It fits 90 min
-# on 2 cores, estimated from reports/studies/qat_convergence's cell_seconds (mean per pair and cell kind, measured on a
-# shared 2-vCPU EPYC at load 7-43, so high; a control counted as a QAT-8 cell): A 10 x 332 s fp32 + 10 x 60 s
-# control + 10 x 60 s QAT-8 = 75 min, B 10 x (239 + 101 + 101) s = 73 min (tests/unit/studies/test_qat_reproduce.py
-# recomputes it from these flags and the records).
+# disjoint cells, then `actorq qat-report`. Resumable: each cell writes its JSON record when it finishes and a rerun
+# skips cells whose record exists (interrupt and run the same command again; it does not check how a record was
+# made, e.g. which ZOO agent). Default: issue 37's study, reports/studies/qat_recipe (10 training seeds per cell,
+# the fine-tune recipe, 10 evaluation episodes; committed, so only its missing cells run, then the report is
+# re-rendered in QAT_PAIRS order). The issue-22 study (3 seeds, QAT from scratch, 30 episodes; complete, so it only
+# re-renders): `make reproduce-qat QAT_OUT=reports/studies/qat_convergence QAT_SEEDS=3`.
+# Durations: mean cell_seconds of the committed qat_recipe records per pair and cell (fp32 with PTQ at every width,
+# ft32 fine-tune control, QAT at 8/6/5/4/3/2 bits), made on a 2-vCPU AMD EPYC Zen 4 VM by two workers at
+# OMP_NUM_THREADS=1 (shared with other jobs, load 2-21, so high): PPO CartPole 177, 7, 63/53/27/28/28/11 s (10
+# seeds: 66 min); A2C CartPole 151, 4, 34/35/17/15/12/5 s (46 min); DDPG Pendulum 196, 62, 267/106/113/179/125/108 s
+# (193 min); zoo DDPG MountainCarContinuous 220, 184, 267/211/250/254/237/225 s (308 min); zoo SAC Hopper 28, 495,
+# 242/287 s (8/6 bits; 5-2 bits not measured yet). So worker A (PPO, A2C) 1.9 h, B (Pendulum) 3.2 h, then the zoo
+# workers 5.1 h (MountainCar) next to Hopper (>= 2.9 h).
+# QAT_SUBSET=1 or reproduce-qat-subset: PPO CartPole and DDPG Pendulum, 8 bits, 10 seeds, each seed with its
+# fine-tune control, into runs/qat-subset. The workers split it by --shard i/5 (each shard 2 PPO and 2 Pendulum
+# seeds with all their cells, 26 min): A runs 3 shards (77 min), B 2 (51 min); by pair, B would take 88 min. It
+# fits 90 min with the report (tests/unit/studies/test_qat_reproduce.py recomputes it from these flags and the
+# records).
 QAT_SUBSET ?=
-QAT_SEEDS ?= 3
-QAT_OUT ?= $(if $(QAT_SUBSET),runs/qat-subset,reports/studies/qat_convergence)
-# The committed qat_convergence records were trained from scratch (quant delay = half the steps); anything else
-# uses the fine-tune recipe (actorq/studies/qat_finetune.py), qat-study's default.
+QAT_SEEDS ?= 10
+QAT_OUT ?= $(if $(QAT_SUBSET),runs/qat-subset,reports/studies/qat_recipe)
+# The pairs in report order (the committed report's); qat-report leaves out listed pairs without records.
+QAT_PAIRS ?= ppo_CartPole-v1,a2c_CartPole-v1,ddpg_Pendulum-v1,zoo_sac_Hopper-v3,zoo_ddpg_MountainCarContinuous-v0
+# The committed qat_convergence records were trained from scratch (quant delay = half the steps) and evaluated over
+# 30 episodes; anything else uses the fine-tune recipe (actorq/studies/qat_finetune.py) and 10, as qat_recipe's.
 QAT_SCHEDULE ?= $(if $(filter reports/studies/qat_convergence,$(QAT_OUT)),from-scratch,finetune)
+QAT_EPISODES ?= $(if $(filter reports/studies/qat_convergence,$(QAT_OUT)),30,10)
 QAT_WORKER_A := --pairs ppo_CartPole-v1,a2c_CartPole-v1 --bits 2,4,8,6,5,3 --seeds $(QAT_SEEDS)
 QAT_WORKER_B := --pairs ddpg_Pendulum-v1 --bits 4,2,8,6,5,3 --seeds $(QAT_SEEDS)
 # Pretrained RL Baselines3 Zoo agents where PTQ W+A loses >= 10% at 4-6 bits (issue 37 item 2; measured in
@@ -251,20 +266,25 @@ QAT_WORKER_B := --pairs ddpg_Pendulum-v1 --bits 4,2,8,6,5,3 --seeds $(QAT_SEEDS)
 ZOO ?=
 QAT_ZOO_AGENTS := sac/Hopper-v3 ddpg/MountainCarContinuous-v0
 QAT_ZOO := --bits 6,4,5,8,3,2 --seeds $(QAT_SEEDS)
-QAT_SUBSET_A := --pairs ppo_CartPole-v1 --bits 8 --seeds 10
-QAT_SUBSET_B := --pairs ddpg_Pendulum-v1 --bits 8 --seeds 10
+QAT_SUBSET_GRID := --pairs ppo_CartPole-v1,ddpg_Pendulum-v1 --bits 8 --seeds 10
+QAT_SUBSET_A := 0/5 1/5 2/5
+QAT_SUBSET_B := 3/5 4/5
+QAT_RUN = OMP_NUM_THREADS=1 nice -n 10 $(VENV)/bin/actorq qat-study --out $(QAT_OUT) --episodes $(QAT_EPISODES)
+# qat_worker SHARDS FLAGS...: one worker, its shards one after the other; on TERM it stops the running one.
 reproduce-qat: $(STAMP)
-	OMP_NUM_THREADS=1 nice -n 10 $(VENV)/bin/actorq qat-study --out $(QAT_OUT) --schedule $(QAT_SCHEDULE) $(if $(QAT_SUBSET),$(QAT_SUBSET_A),$(QAT_WORKER_A)) & pid=$$!; \
-	OMP_NUM_THREADS=1 nice -n 10 $(VENV)/bin/actorq qat-study --out $(QAT_OUT) --schedule $(QAT_SCHEDULE) $(if $(QAT_SUBSET),$(QAT_SUBSET_B),$(QAT_WORKER_B)) || { kill $$pid; exit 1; }; \
+	set -u; qat_worker() { local shards=$$1 c=; shift; trap 'kill $$c 2>/dev/null; exit 143' TERM; \
+	  for s in $$shards; do $(QAT_RUN) "$$@" --shard $$s & c=$$!; wait $$c || return $$?; done; }; \
+	qat_worker "$(if $(QAT_SUBSET),$(QAT_SUBSET_A),0/1)" --schedule $(QAT_SCHEDULE) $(if $(QAT_SUBSET),$(QAT_SUBSET_GRID),$(QAT_WORKER_A)) & pid=$$!; \
+	qat_worker "$(if $(QAT_SUBSET),$(QAT_SUBSET_B),0/1)" --schedule $(QAT_SCHEDULE) $(if $(QAT_SUBSET),$(QAT_SUBSET_GRID),$(QAT_WORKER_B)) || { kill $$pid; exit 1; }; \
 	wait $$pid
 	@set -u; if [ -n "$(QAT_SUBSET)" ]; then echo "reproduce-qat: the zoo agents are not in the subset"; \
 	elif [ "$(QAT_SCHEDULE)" != finetune ]; then echo "reproduce-qat: zoo agents skipped: QAT_SCHEDULE=$(QAT_SCHEDULE); a pretrained agent is only fine-tuned"; \
 	elif [ -z "$(ZOO)" ] || [ ! -d "$(ZOO)/sac/Hopper-v3" ] || [ ! -d "$(ZOO)/ddpg/MountainCarContinuous-v0" ]; then \
 	  echo "reproduce-qat: zoo agents skipped: no $(QAT_ZOO_AGENTS) under ZOO='$(ZOO)' (set ZOO=<a DLR-RM/rl-trained-agents checkout>)"; \
-	else OMP_NUM_THREADS=1 nice -n 10 $(VENV)/bin/actorq qat-study --out $(QAT_OUT) --zoo $(ZOO)/sac/Hopper-v3 $(QAT_ZOO) & pid=$$!; \
-	  OMP_NUM_THREADS=1 nice -n 10 $(VENV)/bin/actorq qat-study --out $(QAT_OUT) --zoo $(ZOO)/ddpg/MountainCarContinuous-v0 $(QAT_ZOO) || { kill $$pid; exit 1; }; \
+	else $(QAT_RUN) --zoo $(ZOO)/sac/Hopper-v3 $(QAT_ZOO) & pid=$$!; \
+	  $(QAT_RUN) --zoo $(ZOO)/ddpg/MountainCarContinuous-v0 $(QAT_ZOO) || { kill $$pid; exit 1; }; \
 	  wait $$pid; fi
-	$(VENV)/bin/actorq qat-report $(QAT_OUT)
+	$(VENV)/bin/actorq qat-report $(QAT_OUT) --pairs $(QAT_PAIRS)
 reproduce-qat-subset:
 	$(MAKE) reproduce-qat QAT_SUBSET=1
 

@@ -317,7 +317,12 @@ def add_subcommands(subparsers: Any) -> None:
         "qat-report", help="QAT vs PTQ vs fp32 tables, claims and plots from an `actorq qat-study` directory"
     )
     qat.add_argument("dir", help="the study directory (records/ inside; report.md, summary.json go there)")
-    qat.add_argument("--pairs", default=None, help="comma list of pairs (default: every pair with a record)")
+    qat.add_argument(
+        "--pairs",
+        default=None,
+        help="comma list of pairs, in report order; listed pairs without records are left out "
+        "(default: every pair with a record, sorted)",
+    )
     qat.add_argument(
         "--seeds", type=int, default=None, help="seeds asked per cell (default: the most recorded)"
     )

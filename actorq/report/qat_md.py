@@ -10,6 +10,7 @@ them cannot drift from the records; the tests check the committed README's block
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ import numpy as np
 
 from actorq.report import coverage, qat_plots
 from actorq.report import qat_stats as qs
+
+log = logging.getLogger(__name__)
 
 PAPER = {
     "ppo_CartPole-v1": "Table 2: fp32 500, int8 PTQ 500",
@@ -326,17 +329,25 @@ def render(out: str | Path, pairs: list[str] | None = None, seeds: int | None = 
 
     Args:
         out: the study directory (``records/`` inside).
-        pairs: the pairs to report (default: every pair with a record).
+        pairs: the pairs to report, in this order (default: every pair with a record, sorted). A listed pair
+            without records is left out with a log line, so one list serves a study and its subsets
+            (``make reproduce-qat``'s ``QAT_PAIRS``).
         seeds: seeds asked per cell, for the grid table (default: the most any cell has).
 
     Raises:
-        ValueError: no records under ``out``.
+        ValueError: no records under ``out``, or none of ``pairs`` has any.
     """
     out = Path(out)
     recs = qs.load(out)
     if not recs:
         raise ValueError(f"no records under {out / 'records'}: run `actorq qat-study --out {out}` first")
-    names = pairs or sorted(recs)
+    names = [p for p in pairs or sorted(recs) if p in recs]
+    for p in (p for p in pairs or [] if p not in recs):
+        log.info("qat-report: no records of %s under %s: left out of the report", p, out / "records")
+    if not names:
+        raise ValueError(
+            f"none of the pairs {pairs} has records under {out / 'records'}; those with: {sorted(recs)}"
+        )
     summary = qs.summarize(recs, names)
     asked = seeds or max(len(s) for by in recs.values() for s in by.values())
     claims = claims_block(summary)

@@ -130,6 +130,20 @@ def cells(pairs: list[Any], bits: list[int], seeds: int, control: bool = True) -
     return order
 
 
+def shard_cells(order: list[Cell], shard: tuple[int, int]) -> list[Cell]:
+    """The cells of ``order`` that shard ``(i, n)`` runs: every n-th from the i-th. With n dividing the number of
+    fp32 cells (pairs x seeds), a seed's fine-tunes fall in its fp32 cell's shard, so no shard waits for
+    another's policy.
+
+    Raises:
+        ValueError: Unless 0 <= i < n.
+    """
+    i, n = shard
+    if not 0 <= i < n:
+        raise ValueError(f"shard {i}/{n}: need 0 <= i < n")
+    return order[i::n]
+
+
 def policy_path(out: Path, pair: Pair, seed: int) -> Path:
     """Where the fp32 cell keeps its policy's weights (a torch state dict) for the QAT fine-tunes."""
     return out / "policies" / pair.key / f"fp32_s{seed}.pt"
@@ -374,17 +388,12 @@ def run_grid(
     unknown = [p for p in pairs or [] if p not in PAIRS]
     if unknown:
         raise ValueError(f"unknown pairs {unknown}; choose from {sorted(PAIRS)}")
-    i, n = shard
-    if not 0 <= i < n:
-        raise ValueError(f"shard {i}/{n}: need 0 <= i < n")
     out = Path(out)
     chosen = [PAIRS[p] for p in pairs] if pairs else list(PAIRS.values())
     bit_list = list(bits or BITS)
     written = []
-    for k, (pair, b, seed) in enumerate(cells(chosen, bit_list, seeds, control=schedule == "finetune")):
+    for pair, b, seed in shard_cells(cells(chosen, bit_list, seeds, control=schedule == "finetune"), shard):
         path = record_path(out, pair, b, seed)
-        if k % n != i:
-            continue
         if path.exists():
             if b is None and complete_fp32_record(path, out, pair, seed, bit_list):
                 written.append(path)

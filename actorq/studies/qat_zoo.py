@@ -172,15 +172,10 @@ def run_zoo_grid(
     """Every missing zoo cell of ``shard``, in :func:`qat_study.cells` order (fp32 replicates first, then the
     fine-tune controls, then QAT per width in ``bits`` order, seeds inner); resumable like :func:`qat_study.run_grid`. Returns the records
     written (fp32 records completed with missing widths included)."""
-    i, n = shard
-    if not 0 <= i < n:
-        raise ValueError(f"shard {i}/{n}: need 0 <= i < n")
     out = Path(out)
     written = []
-    for k, (ag, b, seed) in enumerate(qs.cells(agents, bits, seeds)):
+    for ag, b, seed in qs.shard_cells(qs.cells(agents, bits, seeds), shard):
         path = qs.record_path(out, ag, b, seed)
-        if k % n != i:
-            continue
         if path.exists():
             if b is None and _complete(path, ag, seed, bits):
                 written.append(path)
