@@ -236,7 +236,8 @@ reproduce-cpu-subset:
 # made, e.g. which ZOO agent). Default: issue 37's study, reports/studies/qat_recipe (10 training seeds per cell,
 # the fine-tune recipe, 10 evaluation episodes; committed, so only its missing cells run, then the report is
 # re-rendered in QAT_PAIRS order). The issue-22 study (3 seeds, QAT from scratch, 30 episodes; complete, so it only
-# re-renders): `make reproduce-qat QAT_OUT=reports/studies/qat_convergence QAT_SEEDS=3`.
+# re-renders): `make reproduce-qat QAT_OUT=reports/studies/qat_convergence` (its 3 seeds, schedule and episodes
+# follow from QAT_OUT).
 # Durations: mean cell_seconds of the committed qat_recipe records per pair and cell (fp32 with PTQ at every width,
 # ft32 fine-tune control, QAT at 8/6/5/4/3/2 bits), made on a 2-vCPU AMD EPYC Zen 4 VM by two workers at
 # OMP_NUM_THREADS=1 (shared with other jobs, load 2-21, so high): PPO CartPole 177, 7, 63/53/27/28/28/11 s (10
@@ -250,8 +251,10 @@ reproduce-cpu-subset:
 # fits 90 min with the report (tests/unit/studies/test_qat_reproduce.py recomputes it from these flags and the
 # records).
 QAT_SUBSET ?=
-QAT_SEEDS ?= 10
 QAT_OUT ?= $(if $(QAT_SUBSET),runs/qat-subset,reports/studies/qat_recipe)
+# Seeds per cell as each study's records have them (qat_convergence: 3; a default of 10 there would train seeds 3-9
+# from scratch, hours).
+QAT_SEEDS ?= $(if $(filter reports/studies/qat_convergence,$(QAT_OUT)),3,10)
 # The pairs in report order (the committed report's); qat-report leaves out listed pairs without records.
 QAT_PAIRS ?= ppo_CartPole-v1,a2c_CartPole-v1,ddpg_Pendulum-v1,zoo_sac_Hopper-v3,zoo_ddpg_MountainCarContinuous-v0
 # The committed qat_convergence records were trained from scratch (quant delay = half the steps) and evaluated over
