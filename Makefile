@@ -35,7 +35,7 @@ help:
 	@echo "make reproduce-qat  issue 37's QAT study, reports/studies/qat_recipe: fp32 vs PTQ vs fine-tuned QAT at 8-2 bits,"
 	@echo "                10 seeds, resumable (runs the cells without a record, then re-renders its report). From empty,"
 	@echo "                on 2 cores: PPO+A2C CartPole ~1.9 h next to DDPG Pendulum ~3.2 h; ZOO=<rl-trained-agents dir> then"
-	@echo "                adds zoo SAC Hopper (~4-5 min per QAT cell, 8 min per control) next to DDPG MountainCarContinuous"
+	@echo "                adds zoo SAC Hopper (~4-5.5 min per cell, ~5.2 h) next to DDPG MountainCarContinuous"
 	@echo "                (~3-4.5 min per cell, ~5.1 h). QAT_SUBSET=1 or reproduce-qat-subset: PPO CartPole + DDPG Pendulum,"
 	@echo "                8 bits, 10 seeds (~77 min + the report). Times: mean cell_seconds of the committed records, made"
 	@echo "                on a 2-vCPU AMD EPYC Zen 4 VM by two workers at OMP_NUM_THREADS=1 (Makefile comment: per cell)"
@@ -242,9 +242,10 @@ reproduce-cpu-subset:
 # ft32 fine-tune control, QAT at 8/6/5/4/3/2 bits), made on a 2-vCPU AMD EPYC Zen 4 VM by two workers at
 # OMP_NUM_THREADS=1 (shared with other jobs, load 2-21, so high): PPO CartPole 177, 7, 63/53/27/28/28/11 s (10
 # seeds: 66 min); A2C CartPole 151, 4, 34/35/17/15/12/5 s (46 min); DDPG Pendulum 196, 62, 267/106/113/179/125/108 s
-# (193 min); zoo DDPG MountainCarContinuous 220, 184, 267/211/250/254/237/225 s (308 min); zoo SAC Hopper 28, 495,
-# 242/287 s (8/6 bits; 5-2 bits not measured yet). So worker A (PPO, A2C) 1.9 h, B (Pendulum) 3.2 h, then the zoo
-# workers 5.1 h (MountainCar) next to Hopper (>= 2.9 h).
+# (193 min); zoo DDPG MountainCarContinuous 220, 184, 267/211/250/254/237/225 s (308 min); zoo SAC Hopper 28, 286,
+# 242/329/266/238/246/240 s (5.2 h; 3 of its cells are left out of these means: their wall time includes a pause
+# of the workers, 2376-2530 s). So worker A (PPO, A2C) 1.9 h, B (Pendulum) 3.2 h, then the zoo workers 5.1 h
+# (MountainCar) next to Hopper (5.2 h).
 # QAT_SUBSET=1 or reproduce-qat-subset: PPO CartPole and DDPG Pendulum, 8 bits, 10 seeds, each seed with its
 # fine-tune control, into runs/qat-subset. The workers split it by --shard i/5 (each shard 2 PPO and 2 Pendulum
 # seeds with all their cells, 26 min): A runs 3 shards (77 min), B 2 (51 min); by pair, B would take 88 min. It
