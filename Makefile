@@ -253,15 +253,17 @@ reproduce-cpu-subset:
 # records).
 QAT_SUBSET ?=
 QAT_OUT ?= $(if $(QAT_SUBSET),runs/qat-subset,reports/studies/qat_recipe)
+# Non-empty when QAT_OUT is issue 22's study: its seeds, schedule and episodes differ (one rule, used below).
+QAT_OLD_STUDY = $(filter reports/studies/qat_convergence,$(QAT_OUT))
 # Seeds per cell as each study's records have them (qat_convergence: 3; a default of 10 there would train seeds 3-9
 # from scratch, hours).
-QAT_SEEDS ?= $(if $(filter reports/studies/qat_convergence,$(QAT_OUT)),3,10)
+QAT_SEEDS ?= $(if $(QAT_OLD_STUDY),3,10)
 # The pairs in report order (the committed report's); qat-report leaves out listed pairs without records.
 QAT_PAIRS ?= ppo_CartPole-v1,a2c_CartPole-v1,ddpg_Pendulum-v1,zoo_sac_Hopper-v3,zoo_ddpg_MountainCarContinuous-v0
 # The committed qat_convergence records were trained from scratch (quant delay = half the steps) and evaluated over
 # 30 episodes; anything else uses the fine-tune recipe (actorq/studies/qat_finetune.py) and 10, as qat_recipe's.
-QAT_SCHEDULE ?= $(if $(filter reports/studies/qat_convergence,$(QAT_OUT)),from-scratch,finetune)
-QAT_EPISODES ?= $(if $(filter reports/studies/qat_convergence,$(QAT_OUT)),30,10)
+QAT_SCHEDULE ?= $(if $(QAT_OLD_STUDY),from-scratch,finetune)
+QAT_EPISODES ?= $(if $(QAT_OLD_STUDY),30,10)
 QAT_WORKER_A := --pairs ppo_CartPole-v1,a2c_CartPole-v1 --bits 2,4,8,6,5,3 --seeds $(QAT_SEEDS)
 QAT_WORKER_B := --pairs ddpg_Pendulum-v1 --bits 4,2,8,6,5,3 --seeds $(QAT_SEEDS)
 # Pretrained RL Baselines3 Zoo agents where PTQ W+A loses >= 10% at 4-6 bits (issue 37 item 2; measured in
