@@ -24,6 +24,7 @@ import numpy as np
 from actorq.algorithms.d4pg import ALGORITHM as D4PG
 from actorq.config import ExperimentConfig, save_config
 from actorq.metrics import MetricsWriter, evaluation_row, read_metrics
+from actorq.report.stats import DEFAULT_WINDOW, first_crossing
 from actorq.roles.common import EXIT_FAILED
 from actorq.usage import EXIT_INTERRUPTED
 
@@ -252,7 +253,18 @@ def _stop_reason(config: ExperimentConfig, run_dir: Path, started: float) -> str
     evals = [
         r for r in read_metrics(run_dir / "evaluator" / "metrics.csv") if r.get("eval_return") is not None
     ]
-    if config.target_return is not None and any(r["eval_return"] >= config.target_return for r in evals):
+    if (
+        config.target_return is not None
+        and (
+            first_crossing(
+                [r["eval_return"] for r in evals],
+                [r.get("step") or 0 for r in evals],
+                config.target_return,
+                DEFAULT_WINDOW,
+            )
+            is not None
+        )
+    ):  # the rule ActorQ's runs stop by and the report counts (actorq.launchers.monitor.RunMonitor.target_evaluation)
         return "target"
     if config.max_minutes and time.time() - started >= config.max_minutes * 60:
         return "max_minutes"

@@ -260,7 +260,10 @@ class ExperimentConfig:
     max_actor_steps: int = 0
     """Stop after this many environment steps summed over actors; 0 = no limit."""
     target_return: float | None = None
-    """Stop once the evaluator's mean return reaches this; null = never stop early."""
+    """Stop once the run reaches this return by the report's rule (the trailing mean of
+    ``actorq.report.stats.DEFAULT_WINDOW`` evaluations made after the learner's first update); the report then takes
+    it as the task's reward threshold, fixed before the runs instead of derived from the best fp32 run. null = never
+    stop early."""
     launcher: str = "local"
     """How roles are started: local (subprocesses), launchpad (LOCAL_MULTI_PROCESSING), inprocess (threads) or
     ray (Ray actors on a cluster, see ``ray``)."""

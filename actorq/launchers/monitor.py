@@ -19,6 +19,7 @@ from statistics import mean
 from actorq.config import ExperimentConfig
 from actorq.config.shards import actor_shard, replay_label
 from actorq.metrics import json_safe
+from actorq.report.stats import DEFAULT_WINDOW, first_crossing
 from actorq.status import (
     ActorStatus,
     Evaluation,
@@ -132,6 +133,20 @@ class RunMonitor:
         record = self._record("evaluator", EvaluatorStatus)
         return record.evaluations if record else ()
 
+    def target_evaluation(self) -> Evaluation | None:
+        """The evaluation at which the run reached ``target_return`` (None: not yet, or no target).
+
+        The report's rule, so that a run stopped at its target is the run the report counts as having reached it
+        (:func:`actorq.report.stats.first_crossing`): the trailing mean of ``DEFAULT_WINDOW`` evaluations made
+        after the learner's first update. One lucky greedy episode of an untrained network (CartPole's can score
+        500) neither stops the run nor counts."""
+        target, ev = self.config.target_return, self.evaluations()
+        if target is None or not ev:
+            return None
+        returns, steps = [e.eval_return for e in ev], [e.learner_step for e in ev]
+        hit = first_crossing(returns, steps, target, DEFAULT_WINDOW)
+        return None if hit is None else ev[hit]
+
     def kernel_records(self) -> dict[str, dict]:
         """Each actor's ``kernel.json`` (its verified kernel choice and the machine), by actor directory."""
         records = {}
@@ -176,9 +191,7 @@ class RunMonitor:
     def stop_reason(self) -> str | None:
         """'target', 'max_minutes', 'max_actor_steps', or None to keep going."""
         cfg = self.config
-        if cfg.target_return is not None and any(
-            e.eval_return >= cfg.target_return for e in self.evaluations()
-        ):
+        if self.target_evaluation() is not None:
             return "target"
         if cfg.max_minutes and time.time() - self.started >= cfg.max_minutes * 60:
             return "max_minutes"
@@ -226,10 +239,8 @@ class RunMonitor:
         steps = self.actor_steps()
         target = self.config.target_return
         to_target = step_to_target = None
-        if target is not None:
-            hits = [e for e in ev if e.eval_return >= target]
-            if hits:
-                to_target, step_to_target = hits[0].time - self.started, hits[0].learner_step
+        if (hit := self.target_evaluation()) is not None:
+            to_target, step_to_target = hit.time - self.started, hit.learner_step
         breakdown = {}
         for comp in BREAKDOWN_COMPONENTS:
             per_actor = [a.breakdown_s.get(comp, 0.0) / max(a.step, 1) for a in actors.values()]

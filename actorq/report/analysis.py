@@ -25,6 +25,7 @@ from actorq.report.paired import PairedReward, paired_reward
 from actorq.report.plan_input import Plan, given_for
 from actorq.report.regime import assess, predicted_speedup
 from actorq.report.runs import RunData, split_label
+from actorq.usage import CliError
 
 __all__ = [
     "DEFAULT_CARBON_INTENSITY",
@@ -54,6 +55,8 @@ class TaskTable:
     """k, the evaluations the threshold smooths over (and the final reward averages)."""
     plans: tuple[str, ...] = ()
     """The plans (``actorq report --plan``) of this task, by name: the tables then say per cell where C came from."""
+    fixed_threshold: bool = False
+    """Whether the threshold is the runs' ``target_return`` (fixed before they ran), not derived from their returns."""
 
     def labels(self) -> list[str]:
         """Sweep cell by sweep cell, fp32, fp16, int8 and then other labels within each."""
@@ -212,7 +215,8 @@ def build_tables(
     base: str = "fp32",
     plans: tuple[Plan, ...] = (),
 ) -> list[TaskTable]:
-    """Group runs by task and label; the threshold comes from the ``base`` label's runs (all runs if none).
+    """Group runs by task and label; the threshold is the runs' ``target_return`` when they were given one
+    (:func:`fixed_target`), else it comes from the ``base`` label's runs (all runs if none).
 
     ``plans``: C and S_p of the runs whose setting a plan of their task timed (checked against the runs first:
     :func:`actorq.report.plan_input.check_plans`)."""
@@ -226,6 +230,10 @@ def build_tables(
         best = stats.best_smoothed([r.eval_return for r in source], k, statistic)
         raw = [float(np.nanmax(r.eval_return)) for r in source if r.eval_return.size]
         threshold = None if best is None else stats.reward_threshold(best, fraction)
+        if (target := fixed_target(task, group)) is not None:
+            # A run stopped at its target has nothing to say about returns above it, and the best fp32 run of
+            # such runs is the target's neighbourhood: the target itself is the threshold.
+            threshold, threshold_source = target, FIXED_SOURCE
         by_label: dict[str, list[RunMetrics]] = {}
         for run in sorted(group, key=lambda r: (r.label, r.seed)):
             by_label.setdefault(run.label, []).append(measure_run(run, threshold, k, statistic))
@@ -236,7 +244,7 @@ def build_tables(
             m.regime = regime
         table = TaskTable(
             task, best, max(raw) if raw else None, threshold, threshold_source, by_label, window=k,
-            plans=tuple(p.name for p in plans if p.task == task),
+            plans=tuple(p.name for p in plans if p.task == task), fixed_threshold=target is not None,
         )  # fmt: skip
         swept = {key for r in group for key in r.sweep}
         table.config_differences = {
@@ -244,6 +252,32 @@ def build_tables(
         }
         tables.append(table)
     return tables
+
+
+FIXED_SOURCE = (
+    "fixed before the runs (their `target_return`; each run stopped on reaching it by the threshold rule)"
+)
+"""Where a task's threshold came from when its runs were given a target."""
+
+
+class TargetMismatchError(CliError):
+    """The runs of one task were stopped at different ``target_return`` values."""
+
+
+def fixed_target(task: str, runs: list[RunData]) -> float | None:
+    """The ``target_return`` the runs of ``task`` were configured with (None when none has one).
+
+    Raises:
+        TargetMismatchError: two runs have different targets (a time to threshold needs one threshold).
+    """
+    targets = {float(t) for r in runs if (t := (r.config or {}).get("target_return")) is not None}
+    if len(targets) > 1:
+        raise TargetMismatchError(
+            f"the runs of {task} stopped at different target_return values {sorted(targets)}: a time to threshold "
+            "needs one threshold; report each target's runs separately (one records directory each) or rerun them "
+            "with one target"
+        )
+    return targets.pop() if targets else None
 
 
 def _same_actor_rate_source(runs: list[RunMetrics]) -> None:

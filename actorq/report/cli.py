@@ -37,10 +37,16 @@ def _img(path: Path | None, out: Path, alt: str) -> str:
 
 def _task_section(t: TaskTable, out: Path) -> list[str]:
     s = [f"## {t.task}\n"]
-    s.append(
-        f"Best fp32 return ({t.threshold_source}): {md.fmt(t.best)} (best single evaluation {md.fmt(t.best_raw)}); "
-        f"**reward threshold {md.fmt(t.threshold)}**.\n"
-    )
+    if t.fixed_threshold:
+        s.append(
+            f"**Reward threshold {md.fmt(t.threshold)}**, {t.threshold_source}. "
+            f"Best fp32 return: {md.fmt(t.best)} (best single evaluation {md.fmt(t.best_raw)}).\n"
+        )
+    else:
+        s.append(
+            f"Best fp32 return ({t.threshold_source}): {md.fmt(t.best)} (best single evaluation "
+            f"{md.fmt(t.best_raw)}); **reward threshold {md.fmt(t.threshold)}**.\n"
+        )
     if t.config_differences:
         diffs = "; ".join(f"`{k}`: {', '.join(v)}" for k, v in t.config_differences.items())
         s.append(f"**Caveat: these runs differ in more than precision and seed** ({diffs}).\n")
@@ -247,13 +253,14 @@ def build_report(
     Raises:
         actorq.report.plan_input.PlanError: a plan cannot be read, or its config or machine is not its runs'
             (checked before anything is written).
+        actorq.report.analysis.TargetMismatchError: the runs of one task stopped at different targets.
     """
     runs, skipped = load_runs(paths)
     loaded = tuple(load_plan(p) for p in plans or [])
     check_plans(loaded, runs)
+    tables = build_tables(runs, k=k, fraction=fraction, statistic=statistic, plans=loaded)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    tables = build_tables(runs, k=k, fraction=fraction, statistic=statistic, plans=loaded)
     s = ["# ActorQ reproduction report\n"]
     s.append(
         f"{len(runs)} runs from {', '.join(map(str, paths)) or '-'}; "
@@ -269,6 +276,12 @@ def build_report(
         )
     if runs:
         s += ["## Definitions\n", md.definitions(k, fraction, statistic), ""]
+        if any(t.fixed_threshold for t in tables):
+            s += [
+                "A task whose runs were given a `target_return` takes it as its reward threshold instead, fixed before "
+                f"they ran; each run stopped when the mean of {stats.DEFAULT_WINDOW} evaluations after the learner's "
+                "first update reached it (its section names the threshold).\n"
+            ]
     for t in tables:
         s += _task_section(t, out)
     for path in bench or []:

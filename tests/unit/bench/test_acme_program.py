@@ -62,8 +62,14 @@ def test_stop_reasons(tmp_path):
     w.write({"step": 600, "elapsed": 1.0, "learner_steps": 3})
     w.close()
     assert _stop_reason(config, tmp_path, time.time()) == "max_actor_steps"
+    # The report's rule: the mean of 3 evaluations after the learner's first update; an untrained policy's lucky
+    # evaluation (learner step 0) neither counts nor lifts a trained window.
     w = MetricsWriter(tmp_path / "evaluator", tensorboard=False)
-    w.write({"step": 3, "elapsed": 1.0, "actor_steps": 600, "eval_return": 95.0})
+    w.write({"step": 0, "elapsed": 1.0, "actor_steps": 0, "eval_return": 500.0})
+    for i, value in enumerate((95.0, 95.0)):
+        w.write({"step": 3 + i, "elapsed": 2.0 + i, "actor_steps": 600, "eval_return": value})
+    assert _stop_reason(config, tmp_path, time.time()) == "max_actor_steps"
+    w.write({"step": 5, "elapsed": 4.0, "actor_steps": 600, "eval_return": 80.0})  # mean 90.0: at the target
     w.close()
     assert _stop_reason(config, tmp_path, time.time()) == "target"
 

@@ -110,9 +110,11 @@ def test_the_monitors_own_summary_reads_as_reached_with_the_learner_step_of_the_
     from tests.conftest import tiny_config
 
     started = 1_000.0
-    evaluations = (
-        Evaluation(time=started + 30, learner_step=100, actor_steps=900, eval_return=20.0),
-        Evaluation(time=started + 60, learner_step=412, actor_steps=2_000, eval_return=210.0),
+    evaluations = (  # the mean of the 3 trained evaluations reaches 195 at learner step 412
+        Evaluation(time=started + 10, learner_step=0, actor_steps=100, eval_return=500.0),
+        Evaluation(time=started + 30, learner_step=100, actor_steps=900, eval_return=150.0),
+        Evaluation(time=started + 45, learner_step=250, actor_steps=1_400, eval_return=200.0),
+        Evaluation(time=started + 60, learner_step=412, actor_steps=2_000, eval_return=250.0),
         Evaluation(time=started + 90, learner_step=700, actor_steps=3_000, eval_return=500.0),
     )
     records = {

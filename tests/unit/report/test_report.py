@@ -359,3 +359,42 @@ def test_a_task_whose_runs_come_from_two_machines_says_so(tmp_path, mixed):
     assert "differing from machine 1 in flags: avx2 vs avx2 avx512_vnni, l2_bytes: 524288 vs 1048576)" in text
     assert "the speed-ups below mix them" in text
     assert "Machine 1 (4 runs): AMD EPYC" in text and "Machine 2 (2 runs): AMD EPYC" in text
+
+
+def test_runs_given_a_target_are_measured_against_it_not_against_the_best_fp32_run(tmp_path, capsys):
+    """A target fixed before the runs (``target_return``, at which each run stopped) is the task's threshold: the
+    best fp32 run of runs that stopped there says nothing about returns above it."""
+    from actorq.cli import main
+    from actorq.report.analysis import TargetMismatchError
+
+    curves = {}
+    for precision, t_full in (("fp32", 200), ("int8", 100)):
+        for seed in range(2):
+            curves[precision, seed] = ramp_returns(N_EVALS, t_full + 10 * seed, seed=seed)
+            make_run(
+                tmp_path / "runs",
+                precision,
+                seed,
+                curves[precision, seed],
+                config_extra={"target_return": 500.0},
+            )
+    runs, _ = load_runs([tmp_path / "runs"])
+    (table,) = build_tables(runs)
+    assert table.fixed_threshold and table.threshold == 500.0
+    assert table.best > 900.0  # the derived threshold would have been 0.95 * best
+    for m in table.runs["fp32"] + table.runs["int8"]:
+        curve = curves[m.label, m.seed]
+        times = EVAL_PERIOD * np.arange(1, N_EVALS + 1)
+        steps = np.ones(N_EVALS)  # every evaluation after the learner's first update
+        assert m.t_reach == pytest.approx(stats.time_to_threshold(times, curve, steps, 500.0))
+    text = build_report([str(tmp_path / "runs")], tmp_path / "r").read_text()
+    assert "**Reward threshold 500.0**, fixed before the runs" in text
+    assert "takes it as its reward threshold instead" in text
+
+    # one threshold per task: runs stopped at different targets cannot share a time to threshold
+    make_run(tmp_path / "runs", "int8", 7, ramp_returns(N_EVALS, 100), config_extra={"target_return": 400.0})
+    with pytest.raises(TargetMismatchError, match=r"different target_return values \[400.0, 500.0\]"):
+        build_tables(load_runs([tmp_path / "runs"])[0])
+    assert main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "r2")]) == 2
+    assert "error: the runs of" in capsys.readouterr().err
+    assert not (tmp_path / "r2").exists()  # refused before anything was written
