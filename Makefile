@@ -194,8 +194,9 @@ reproduce-cpu-learnerbound: $(STAMP)
 # Issue 34's Table 2 where the regime model says int8 actors must be faster, defined (cells, budgets, hours and why)
 # in $(ACTORBOUND_GRID) and run by `actorq grid`: DQN CartPole-v1 and Acrobot-v1 (3x2048) x fp32/fp16/int8 x 10
 # seeds, the learner with replay, quantizer and evaluator on core 0 and one actor on core 1, spi 0.25, at 1 env per
-# actor (the same setting for all) and at 8 (each precision's own best): 120 runs, ~57.5 h on the 2-core Zen 4 that
-# `actorq plan` timed (reports/plan-2026-11-27-zen4). Resumable: each run's record is written as it finishes, and the
+# actor (the same setting for all) and at 8 (each precision's own best): 120 runs, at most ~57.5 h on the 2-core Zen 4
+# that `actorq plan` timed (reports/plan-2026-11-27-zen4), about 27 h expected since each run stops at its task's fixed
+# target return (the grid file says why). Resumable: each run's record is written as it finishes, and the
 # same command skips finished runs. REPRODUCE_SUBSET=1 (`make reproduce-cpu-subset`): CartPole at 1 env, fp32 and
 # int8 x 3 seeds, 13 min per run and a quick plan (~86 min), into its own folders. ACTORBOUND_RECORDS=DIR keeps the records in
 # DIR/<machine slug>/<task>/records (.../subset/... for the subset; one folder per CPU, as `actorq.hardware.machine_slug`
