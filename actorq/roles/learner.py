@@ -208,9 +208,18 @@ class LearnerRole(RoleBase):
             log.info("learner reached max_steps=%d", self.config.learner.max_steps)
         finally:
             self._watchdog.close()
+            self._publisher.close(flush=False)
+
+    def close(self) -> None:
+        """Save the learner's state, then close the metrics: at the loop's end, and also from the role's host when
+        the loop is still blocked after a stop's grace (sampling from a replay server that stopped first, as when
+        every role notices at once that its launcher is gone), when the loop never gets back here by itself. A step
+        blocked while sampling has not begun its update, so the variables are those of the last finished step."""
+        try:
             if self.learner.save(force=True):
                 log.info("learner checkpoint at step %d", self.learner.steps)
-            self._publisher.close(flush=False)
+        finally:
+            super().close()
 
 
 class _Done(Exception):  # noqa: N818  (a control-flow signal, not an error)
