@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from actorq.roles.host import RoleHost
 from actorq.roles.learner import LearnerRole
 from tests.conftest import tiny_config
@@ -63,3 +65,26 @@ def test_a_learner_blocked_at_the_stop_saves_the_step_it_reached(tmp_path, monke
     assert host.stop(grace_s=0.2) == 0 and host.running()  # still blocked: the host closed it
     assert role.learner.saved == [(7, True)]
     role.release.set()
+
+
+@pytest.mark.reverb
+def test_a_real_learner_blocked_sampling_saves_its_checkpoint_when_its_host_stops(tmp_path, reverb_server):
+    """The real learner, its step blocked inside TensorFlow on Reverb's rate limiter (an empty table: as when the
+    actors are gone, or replay stopped first): the host's stop saves a checkpoint from another thread and returns."""
+    import time
+
+    from actorq.config import replace
+
+    config = replace(tiny_config("dqn"), **{"learner.checkpoint_period_s": 600.0})
+    server = reverb_server(config)
+    host = RoleHost("learner", config, tmp_path, address=f"localhost:{server.port}", own_process=False,
+                    insecure_weights=True)  # fmt: skip
+    host.build()
+    host.start()
+    # Blocked in its first sample (no experience): the loop is alive and no step was made.
+    wait_until(lambda: host.running() and host.instance.learner.steps == 0, 30, "the learner's loop to start")
+    started = time.monotonic()
+    assert host.stop(grace_s=0.5) == 0
+    assert time.monotonic() - started < 30, "saving beside the blocked step must not hang the stop"
+    assert host.running()  # still blocked inside TensorFlow: only the host's close saved
+    assert list((tmp_path / "checkpoints" / "learner").rglob("*.index")), "no checkpoint was written"
