@@ -145,8 +145,14 @@ def test_actor_link_cut_retries_and_resumes(namespaces, tmp_path):
         # The other actor's link was never cut: it went on during actor 0's outage.
         during = [r for r in rows(run_dir, "actor_1") if t_cut + 1 < r["time"] < t_up]
         assert during and during[-1]["step"] > during[0]["step"]
-        # Actor 0 noticed the outage (a write blocked past the report threshold, or weight pulls failed) and retried.
-        noticed = log_lines(run_dir, "actor_0", r"blocked for more than|weight pull failed|reconnecting")
+        # Actor 0 noticed the outage (a write blocked past the report threshold, weight pulls failed, or storing its
+        # resume record on replay timed out) and retried. Which one a short cut hits depends on timing: in one CI
+        # run only the resume record's flush fell inside it.
+        noticed = log_lines(
+            run_dir,
+            "actor_0",
+            r"blocked for more than|weight pull failed|reconnecting|could not store its resume record on replay",
+        )
         assert (
             noticed
             or last(run_dir, "actor_0", "write_stalls") + last(run_dir, "actor_0", "pull_failures") > 0
