@@ -229,11 +229,12 @@ def build_tables(
             source, threshold_source = group, f"best run of any label (no {base} runs)"
         best = stats.best_smoothed([r.eval_return for r in source], k, statistic)
         raw = [float(np.nanmax(r.eval_return)) for r in source if r.eval_return.size]
-        threshold = None if best is None else stats.reward_threshold(best, fraction)
         if (target := fixed_target(task, group)) is not None:
             # A run stopped at its target has nothing to say about returns above it, and the best fp32 run of
             # such runs is the target's neighbourhood: the target itself is the threshold.
             threshold, threshold_source = target, FIXED_SOURCE
+        else:
+            threshold = None if best is None else stats.reward_threshold(best, fraction)
         by_label: dict[str, list[RunMetrics]] = {}
         for run in sorted(group, key=lambda r: (r.label, r.seed)):
             by_label.setdefault(run.label, []).append(measure_run(run, threshold, k, statistic))
