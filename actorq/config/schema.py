@@ -171,7 +171,10 @@ class EvaluatorConfig:
     """Greedy episodes per evaluation, played together in as many environments with one batched policy forward per
     step (its kernel verified at that batch)."""
     evaluate_quantized: bool = False
-    """Also evaluate the quantized actor policy, so the reward cost of quantization is visible."""
+    """Also evaluate the quantized actor policy, so the reward cost of quantization is visible, and measure how often
+    it would act differently from fp32 on the states the fp32 episodes visit (the same learner step's weights;
+    ``quantized_agreement`` or ``quantized_action_error`` in ``evaluator/metrics.csv``). Costs a quantization and one
+    quantized forward per evaluation step on the evaluator's cores."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,11 @@ and counted (``rejected_messages``), and the evaluation waits for the next perio
 version) than the ones last evaluated are skipped: a replayed older message, or a replay table restored from its
 checkpoint.
 
+With ``evaluator.evaluate_quantized`` it also plays the broadcast quantized policy (``quantized_return``) and, on
+every state its fp32 episodes visit, compares the fp32 action with that of the same weights quantized by the
+quantizer's rule (:mod:`actorq.roles.agreement`): how often quantized actors would act differently, the behaviour
+change that reward per env step can hide or show.
+
 A restarted evaluator keeps the run's evaluations so far: its history is its resume record on the replay server
 (:mod:`actorq.replay.run_state`), stored after every evaluation, so it holds on whichever host it restarts.
 """
@@ -39,8 +44,10 @@ from actorq.replay import (
 )
 from actorq.replay.retry import ReplayOutage
 from actorq.replay.run_state import FIX_HINT, RunStateError
+from actorq.roles.agreement import ActionAgreement
 from actorq.roles.common import Periodic, RoleBase
 from actorq.roles.policy import build_policy, greedy_episodes
+from actorq.roles.quantizer import encode_policy
 from actorq.status import Evaluation, EvaluatorStatus
 
 log = logging.getLogger(__name__)
@@ -84,6 +91,14 @@ class EvaluatorRole(RoleBase):
             build_policy(config, batch=episodes) if config.evaluator.evaluate_quantized else None
         )
         self._algorithm = algorithms.get(config.algorithm)  # its evaluation rule acts in greedy episodes
+        # With the quantized policy: on the states the fp32 episodes visit, how often it would act differently.
+        self._agreement = (
+            ActionAgreement(
+                self._quantized, self._algorithm, self._fp32.spec.action_low, self._fp32.spec.action_high
+            )
+            if self._quantized is not None
+            else None
+        )
         self._due = Periodic(config.evaluator.period_s)
         self._first = True
         self.evaluations = 0
@@ -128,18 +143,22 @@ class EvaluatorRole(RoleBase):
             return
         self._first = False
         try:
-            learner_step = self._load_fp32(buf)
-            if learner_step is None:
+            loaded = self._load_fp32(buf)
+            if loaded is None:
                 return
         except WeightMessageError as exc:
             self.rejected += 1
             log.error("evaluator rejected learner weights: %s: %s", type(exc).__name__, exc)
             return
+        learner_step, state = loaded
+        observe = self._same_step_agreement(state, learner_step)
         started = time.monotonic()
-        returns = greedy_episodes(self._envs, self._fp32, self._algorithm)
+        returns = greedy_episodes(self._envs, self._fp32, self._algorithm, observe=observe)
         row = evaluation_row(
             learner_step, time.time() - self.started, inserts, returns, time.monotonic() - started
         )
+        if self._agreement is not None:
+            row.update(self._agreement.row())
         if self._quantized is not None:
             row.update(self._evaluate_quantized())
         row["rejected_messages"] = self.rejected
@@ -170,8 +189,9 @@ class EvaluatorRole(RoleBase):
             rejected_messages=self.rejected,
         )
 
-    def _load_fp32(self, buf) -> int | None:
-        """Load authentic learner weights; their learner step, or None when they are older than the last ones."""
+    def _load_fp32(self, buf) -> tuple[int, dict[str, np.ndarray]] | None:
+        """Load authentic learner weights; their learner step and torch-keyed state, or None when they are older
+        than the last ones."""
         header = read_header(buf, key=self._key, stream=LEARNER_STREAM)  # authenticated before decoding
         if header.version < self._learner_version:
             log.info(
@@ -186,22 +206,37 @@ class EvaluatorRole(RoleBase):
         )
         self._fp32.load_state(state, version=message.version, learner_step=message.learner_step)
         self._learner_version = message.version
-        return message.learner_step
+        return message.learner_step, state
 
-    def _evaluate_quantized(self) -> dict[str, float]:
+    def _same_step_agreement(self, state: dict[str, np.ndarray], learner_step: int):
+        """The fp32 episodes' observe hook comparing actions with the quantized policy of the same weights, or None.
+
+        The weights are quantized here by the quantizer's own rule (:func:`encode_policy`), unsigned because the
+        message never leaves this process: the broadcast policy may be a learner step or more behind, and a
+        comparison across steps would count learning as quantization error.
+        """
+        if self._agreement is None:
+            return None
+        message = encode_policy(self.config, state, version=0, learner_step=learner_step, key=None)
+        self._quantized.apply(decode_message(message, expected=self._quantized.expected_shapes()))
+        self._agreement.reset()
+        return self._agreement.observe
+
+    def _evaluate_quantized(self) -> dict[str, float | None]:
+        """The broadcast quantized policy's greedy return; None values when there is none to evaluate (the keys
+        are always there: the metrics header is fixed by the first row, which may come before any broadcast)."""
+        none: dict[str, float | None] = {"quantized_return": None, "quantized_learner_step": None}
         # Replay restarting: skip the quantized half of this evaluation (no back-off: the fp32 half is done).
         answered, buf = self._outage.attempt(self._policy_sub.latest, wait=False)
-        if not answered:
-            return {}
-        if buf is None:
-            return {}
+        if not answered or buf is None:
+            return none
         try:
             header = read_header(buf, key=self._key, stream=POLICY_STREAM)  # authenticated before decoding
             self._quantized.apply(decode_message(buf, expected=self._quantized.expected_shapes()))
         except WeightMessageError as exc:
             self.rejected += 1
             log.error("evaluator rejected quantized weights: %s: %s", type(exc).__name__, exc)
-            return {}
+            return none
         returns = greedy_episodes(self._envs, self._quantized, self._algorithm)
         return {"quantized_return": float(np.mean(returns)), "quantized_learner_step": header.learner_step}
 

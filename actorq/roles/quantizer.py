@@ -37,6 +37,32 @@ from actorq.status import QuantizerStatus
 log = logging.getLogger(__name__)
 
 
+def encode_policy(
+    config: ExperimentConfig,
+    state: dict[str, np.ndarray],
+    *,
+    version: int,
+    learner_step: int,
+    key: WeightsKey | None,
+) -> np.ndarray:
+    """The policy message the actors get for a torch-keyed fp32 ``state``: the run's precision, bits and codec.
+
+    The one rule for it: the quantizer publishes these, and the evaluator builds the same policy from the same
+    learner step to measure how often it acts differently from fp32 (:mod:`actorq.roles.agreement`).
+    """
+    return encode_message(
+        state,
+        version=version,
+        learner_step=learner_step,
+        precision=config.actor.precision,
+        comm_bits=config.comm_bits,
+        compress=config.quantizer.compress,
+        per_channel=config.quantizer.per_channel,
+        key=key,
+        stream=POLICY_STREAM,
+    )
+
+
 class QuantizerRole(RoleBase):
     """Polls for new learner weights; converts, quantizes, encodes and publishes each new one."""
 
@@ -144,16 +170,8 @@ class QuantizerRole(RoleBase):
         learner_msg = decode_message(buf)
         state = tf_to_torch_state(self.config.algorithm, learner_msg.float32_state(), self._layers)
         t1 = time.perf_counter()
-        message = encode_message(
-            state,
-            version=self.version + 1,
-            learner_step=learner_msg.learner_step,
-            precision=self.config.actor.precision,
-            comm_bits=self.config.comm_bits,
-            compress=self.config.quantizer.compress,
-            per_channel=self.config.quantizer.per_channel,
-            key=self._key,
-            stream=POLICY_STREAM,
+        message = encode_policy(
+            self.config, state, version=self.version + 1, learner_step=learner_msg.learner_step, key=self._key
         )
         t2 = time.perf_counter()
         self._sink.publish(message)
