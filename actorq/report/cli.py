@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from actorq.report import behaviour_md as bmd
 from actorq.report import grid_md as gmd
 from actorq.report import intervals, machines, paper, render, stats
 from actorq.report import markdown as md
@@ -79,6 +80,18 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     s.append(_img(render.convergence(t, out, "learner_steps"), out, "return vs learner steps"))
     s.append(_img(render.convergence(t, out, "steps"), out, "return vs actor steps"))
     s.append(_img(render.convergence(t, out, "time"), out, "return vs wall time"))
+    behaviour = bmd.behaviour_table(t)
+    s += (
+        [
+            "### How the quantized actors act (`evaluator.evaluate_quantized` runs)\n",
+            behaviour,
+            "",
+            bmd.NOTE,
+            "",
+        ]
+        if behaviour
+        else []
+    )
     s += ["### Actor runtime breakdown (Fig. 4c/4d analogue)\n", md.breakdown_table(t), ""]
     s.append(_img(render.breakdown(t, out), out, "runtime breakdown"))
     s.append(

@@ -1,7 +1,8 @@
 """Curated run records: what ``actorq report`` needs of a finished run, without its run directory.
 
 ``actorq experiment`` writes ``OUT/records/<run>.json`` when a run finishes: the run's ``summary.json`` and resolved
-config, its sweep cell, its evaluation curve (seconds since time zero, actor steps, learner steps, return) and the
+config, its sweep cell, its evaluation curve (seconds since time zero, actor steps, learner steps, return; and the
+``evaluator.evaluate_quantized`` columns where the run has them) and the
 per-run aggregates the report reduces from the roles' metrics and status records (learner steps/s, env steps/s,
 CPU seconds per role, the rate limiter's blocked shares, the actors' runtime breakdown, ...; see
 :data:`actorq.report.analysis.AGGREGATES`). A few kB instead of the run directory's MBs, and the report built from
@@ -27,7 +28,15 @@ import numpy as np
 
 from actorq.metrics import UNFINISHED_EXITS
 from actorq.report.measure import run_aggregates
-from actorq.report.runs import RunData, cell_label, discover, experiment_sweeps, group_label, load_run
+from actorq.report.runs import (
+    QUANTIZED_EVAL_COLUMNS,
+    RunData,
+    cell_label,
+    discover,
+    experiment_sweeps,
+    group_label,
+    load_run,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +68,7 @@ def make_record(run_dir: str | Path, sweep: dict[str, str] | None = None) -> dic
             "actor_steps": col(run.eval_steps),
             "learner_steps": col(run.eval_learner_steps),
             "return": col(run.eval_return),
+            **{key: col(values) for key, values in run.eval_quantized.items()},
         },
         "aggregates": run_aggregates(run),
     }
@@ -134,6 +144,7 @@ def record_to_run(record: Any, path: Path) -> RunData:
             eval_return=col("return"),
             sweep=sweep,
             aggregates=dict(record["aggregates"]),
+            eval_quantized={key: col(key) for key in QUANTIZED_EVAL_COLUMNS if key in evals},
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: malformed run record ({type(exc).__name__}: {exc})") from None

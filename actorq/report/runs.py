@@ -26,6 +26,10 @@ from actorq.metrics import read_metrics
 log = logging.getLogger(__name__)
 
 
+QUANTIZED_EVAL_COLUMNS = ("quantized_return", "quantized_agreement", "quantized_action_error")
+"""Evaluation columns of ``evaluator.evaluate_quantized`` runs (:mod:`actorq.roles.evaluator`) the report reads."""
+
+
 @dataclass
 class RunData:
     """One run, as read from its directory."""
@@ -55,6 +59,9 @@ class RunData:
     """The run's sweep cell (``{config key: value}``) when it came from ``actorq experiment --sweep``."""
     aggregates: dict[str, Any] | None = None
     """Per-run measurements already reduced from the metrics (a curated record); None: compute them from the rows."""
+    eval_quantized: dict[str, np.ndarray] = field(default_factory=dict)
+    """The :data:`QUANTIZED_EVAL_COLUMNS` an ``evaluator.evaluate_quantized`` run wrote, aligned with ``eval_t``
+    (NaN where an evaluation has none); empty for other runs."""
 
     @property
     def name(self) -> str:
@@ -180,4 +187,7 @@ def load_run(path: str | Path, sweep: dict[str, str] | None = None) -> RunData:
         quantizer=read_metrics(path / "quantizer" / "metrics.csv"),
         energy=read_metrics(path / "energy" / "metrics.csv"),
         sweep=dict(sweep or {}),
+        eval_quantized={
+            key: column(key) for key in QUANTIZED_EVAL_COLUMNS if any(r.get(key) is not None for r in evals)
+        },
     )
