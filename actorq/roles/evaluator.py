@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -208,7 +209,9 @@ class EvaluatorRole(RoleBase):
         self._learner_version = message.version
         return message.learner_step, state
 
-    def _same_step_agreement(self, state: dict[str, np.ndarray], learner_step: int):
+    def _same_step_agreement(
+        self, state: dict[str, np.ndarray], learner_step: int
+    ) -> Callable[[np.ndarray, np.ndarray, list[int]], None] | None:
         """The fp32 episodes' observe hook comparing actions with the quantized policy of the same weights, or None.
 
         The weights are quantized here by the quantizer's own rule (:func:`encode_policy`), unsigned because the
