@@ -27,17 +27,18 @@ NOTE = (
 )
 
 
-def _run_median(m: RunMetrics, key: str) -> float | None:
-    """The run's median of an evaluation column (``return_gap``: quantized minus fp32 return) after learning began."""
-    q = m.run.eval_quantized
-    if key == "return_gap":
-        values = q["quantized_return"] - m.run.eval_return if "quantized_return" in q else None
-    else:
-        values = q.get(key)
+def _run_median(m: RunMetrics, values: np.ndarray | None) -> float | None:
+    """The run's median of an evaluation column (aligned with its evaluations) after learning began."""
     if values is None:
         return None
     kept = values[(m.run.eval_learner_steps > 0) & np.isfinite(values)]
     return float(np.median(kept)) if kept.size else None
+
+
+def _return_gap(m: RunMetrics) -> np.ndarray | None:
+    """The broadcast quantized policy's greedy return minus the fp32 one, per evaluation."""
+    q = m.run.eval_quantized
+    return q["quantized_return"] - m.run.eval_return if "quantized_return" in q else None
 
 
 def _over_runs(values: list[float | None], digits: int, unit: str = "", scale: float = 1.0) -> str:
@@ -58,9 +59,16 @@ def behaviour_table(t: TaskTable) -> str:
             [
                 label,
                 str(len(runs)),
-                _over_runs([_run_median(m, "quantized_agreement") for m in runs], 1, "%", 100.0),
-                _over_runs([_run_median(m, "quantized_action_error") for m in runs], 3),
-                _over_runs([_run_median(m, "return_gap") for m in runs], 1),
+                _over_runs(
+                    [_run_median(m, m.run.eval_quantized.get("quantized_agreement")) for m in runs],
+                    1,
+                    "%",
+                    100.0,
+                ),
+                _over_runs(
+                    [_run_median(m, m.run.eval_quantized.get("quantized_action_error")) for m in runs], 3
+                ),
+                _over_runs([_run_median(m, _return_gap(m)) for m in runs], 1),
             ]
         )
     if not rows:
