@@ -186,6 +186,37 @@ def _check_hours(grid: Grid, where: str) -> None:
         )
 
 
+def narrowed(grid: Grid, names: str | None = None, budget_scale: float = 1.0) -> Grid:
+    """The grid with only the named experiments (file order kept) and every budget times ``budget_scale``.
+
+    A budget is sized in wall-clock minutes on the machine the grid file was written for; on a slower one the
+    same minutes buy fewer learner steps, so more fp32 runs end censored. ``budget_scale`` (the ratio of that
+    machine's planned fp32 env steps/s to this one's, from ``actorq plan``) keeps the learner steps a budget buys;
+    every precision of a cell still gets the same budget, and each run's record keeps the minutes it had.
+
+    Raises:
+        ConfigError: An unknown experiment name, or a scale that is not a positive number.
+    """
+    if not budget_scale > 0:
+        raise ConfigError(
+            f"--budget-scale {budget_scale:g}: a positive factor is needed (1 keeps the file's budgets)"
+        )
+    chosen = grid.experiments
+    if names is not None:
+        wanted = [n.strip() for n in names.split(",") if n.strip()]
+        known = {e.name for e in grid.experiments}
+        unknown = [n for n in wanted if n not in known]
+        if unknown or not wanted:
+            raise ConfigError(
+                f"--experiments {names!r}: no experiment {', '.join(unknown) or '(empty list)'} in grid "
+                f"{grid.name} (experiments: {', '.join(e.name for e in grid.experiments)})"
+            )
+        chosen = tuple(e for e in grid.experiments if e.name in wanted)
+    scaled = tuple(replace(e, max_minutes=round(e.max_minutes * budget_scale, 1)) for e in chosen)
+    narrow = replace(grid, experiments=scaled)
+    return replace(narrow, expected_hours=narrow.hours())
+
+
 def experiment_argv(grid: Grid, exp: GridExperiment, out: Path, records: Path) -> list[str]:
     """The ``actorq experiment`` arguments of one experiment of the grid."""
     argv = [exp.config, *exp.overrides, "--precisions", ",".join(grid.precisions), "--seeds", str(grid.seeds)]
@@ -204,7 +235,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 def cmd_grid(args: argparse.Namespace) -> int:
     """Validate every experiment of the grid (printing nothing), then run them in order; 130 when interrupted."""
-    grid = load_grid(args.grid, args.subset)
+    grid = narrowed(load_grid(args.grid, args.subset), args.experiments, args.budget_scale)
     out = Path(args.out) / (args.subset or "")
     records = Path(args.records or args.out) / (args.subset or "")
     allow = [ALLOW_FLAG] if args.allow_other_machine else []
@@ -216,8 +247,9 @@ def cmd_grid(args: argparse.Namespace) -> int:
                 parsed.func(parsed)
         except ConfigError as exc:
             raise ConfigError(f"{args.grid}: experiment {exp.name}: {exc}") from None
+    scale = f" (budgets x {args.budget_scale:g})" if args.budget_scale != 1 else ""
     sys.stdout.write(
-        f"grid {grid.name}: {len(plans)} experiments, {grid.runs()} runs, ~{grid.hours():.1f} h "
+        f"grid {grid.name}: {len(plans)} experiments, {grid.runs()} runs, ~{grid.hours():.1f} h{scale} "
         f"if none has finished yet; records in {records}/<task>/records\n"
     )
     if args.dry_run:
@@ -258,6 +290,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="go on although a task's records folder holds finished runs of another machine (refused otherwise; "
         "keep one --records folder per machine, e.g. DIR/<machine slug>); the report then lists both machines and "
         "says that its speed-ups mix them",
+    )
+    parser.add_argument(
+        "--experiments",
+        metavar="NAMES",
+        help="run only these experiments of the file (comma-separated, run in the file's order), e.g. "
+        "dqn_cartpole_env8",
+    )
+    parser.add_argument(
+        "--budget-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="multiply every run's max_minutes by X (default 1): on a machine slower than the one the file's "
+        "budgets were sized for, X = that machine's planned fp32 env steps/s / this one's (`actorq plan`), so a "
+        "budget buys the same learner steps; keep one --records folder per machine",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="validate, print the experiments' commands, exit"

@@ -143,3 +143,35 @@ def test_a_grid_continued_on_another_machine_is_refused_unless_allowed(tmp_path,
     assert len(started) == 8
     assert _grid(path, out, records, "--allow-other-machine") == 0
     assert started[8:] == ["int8-actor.envs_per_actor=2-s1"]
+
+
+def test_experiments_and_budget_scale_narrow_the_grid_and_reach_each_run(tmp_path, monkeypatch):
+    started, budgets = _fake_runs(monkeypatch), []
+    run = RunProcess.run
+
+    def budget(self, cmd, log_path):
+        budgets.append(float(cmd[cmd.index("--max-minutes") + 1]))
+        return run(self, cmd, log_path)
+
+    monkeypatch.setattr(RunProcess, "run", budget)
+    two = {
+        name: {
+            "task": "t",
+            "config": str(tmp_path / "tiny.yaml"),
+            "sweep": ["actor.envs_per_actor=1"],
+            "actors": 1,
+            "max_minutes": minutes,
+        }  # fmt: skip
+        for name, minutes in (("a", 1), ("b", 2))
+    }
+    path = _grid_file(tmp_path, experiments=two, subsets={}, expected_hours=round(8 * 2.5 / 60, 3))
+    g = grid.narrowed(grid.load_grid(path), "b", 1.5)
+    assert [e.name for e in g.experiments] == ["b"] and g.experiments[0].max_minutes == 3.0
+    assert g.hours() == pytest.approx(4 * 4 / 60) and g.expected_hours == g.hours()
+    out, records = tmp_path / "out", tmp_path / "records"
+    assert _grid(path, out, records, "--experiments", "b", "--budget-scale", "1.5") == 0
+    assert budgets == [3.0] * 4 and not (out / "a").exists() and len(started) == 4
+    with pytest.raises(ConfigError, match=r"no experiment c in grid tiny \(experiments: a, b\)"):
+        _grid(path, out, records, "--experiments", "b,c")
+    with pytest.raises(ConfigError, match="positive factor"):
+        _grid(path, out, records, "--budget-scale", "0")
