@@ -161,12 +161,8 @@ def _subset(grid: Grid, name: str, data: Any, where: str) -> Grid:
         raise ConfigError(f"{where}: no subset {name!r} (subsets: {', '.join(grid.subsets) or 'none'})")
     data = _fields(f"{where}: subset {name}", data, {"experiments", "expected_hours"},
                    {"precisions", "seeds", "max_minutes"})  # fmt: skip
-    known = {e.name: e for e in grid.experiments}
-    unknown = [e for e in data["experiments"] if e not in known]
-    if unknown:
-        raise ConfigError(f"{where}: subset {name}: no experiment {', '.join(unknown)}")
     minutes = data.get("max_minutes")
-    chosen = [known[e] for e in data["experiments"]]
+    chosen = _named(grid, [str(e) for e in data["experiments"]], f"{where}: subset {name}")
     return Grid(
         name=f"{grid.name}-{name}",
         precisions=tuple(parse_precisions(",".join(data.get("precisions") or grid.precisions))),
@@ -175,6 +171,18 @@ def _subset(grid: Grid, name: str, data: Any, where: str) -> Grid:
         experiments=tuple(e if minutes is None else replace(e, max_minutes=float(minutes)) for e in chosen),
         subsets={},
     )
+
+
+def _named(grid: Grid, names: list[str], where: str) -> list[GridExperiment]:
+    """The grid's experiments of these names, in the order given; a name the grid lacks is an error."""
+    known = {e.name: e for e in grid.experiments}
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ConfigError(
+            f"{where}: no experiment {', '.join(unknown) or '(empty list)'} in grid {grid.name} "
+            f"(experiments: {', '.join(known)})"
+        )
+    return [known[n] for n in names]
 
 
 def _check_hours(grid: Grid, where: str) -> None:
@@ -203,15 +211,8 @@ def narrowed(grid: Grid, names: str | None = None, budget_scale: float = 1.0) ->
         )
     chosen = grid.experiments
     if names is not None:
-        wanted = [n.strip() for n in names.split(",") if n.strip()]
-        known = {e.name for e in grid.experiments}
-        unknown = [n for n in wanted if n not in known]
-        if unknown or not wanted:
-            raise ConfigError(
-                f"--experiments {names!r}: no experiment {', '.join(unknown) or '(empty list)'} in grid "
-                f"{grid.name} (experiments: {', '.join(e.name for e in grid.experiments)})"
-            )
-        chosen = tuple(e for e in grid.experiments if e.name in wanted)
+        wanted = _named(grid, [n.strip() for n in names.split(",") if n.strip()], f"--experiments {names!r}")
+        chosen = tuple(e for e in grid.experiments if e in wanted)  # the file's order
     scaled = tuple(replace(e, max_minutes=round(e.max_minutes * budget_scale, 1)) for e in chosen)
     narrow = replace(grid, experiments=scaled)
     return replace(narrow, expected_hours=narrow.hours())

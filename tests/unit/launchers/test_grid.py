@@ -73,6 +73,10 @@ def test_hours_that_are_not_what_the_budgets_add_up_to_are_refused(tmp_path):
         grid.load_grid(_grid_file(tmp_path, expected_hours=9))
     with pytest.raises(ConfigError, match="subset two"):
         grid.load_grid(_grid_file(tmp_path, subsets={"two": {"experiments": ["env1"], "expected_hours": 5}}))
+    with pytest.raises(
+        ConfigError, match=r"subset four: no experiment env9 in grid tiny \(experiments: env1\)"
+    ):
+        grid.load_grid(_grid_file(tmp_path, subsets={"four": {"experiments": ["env9"], "expected_hours": 1}}))
     with pytest.raises(ConfigError, match="no subset 'three'"):
         grid.load_grid(_grid_file(tmp_path), "three")
 
