@@ -98,6 +98,11 @@ class _FlatFloat32Environment(dm_env.Environment):
     def close(self) -> None:
         self._env.close()
 
+    @property
+    def step_limit(self) -> int | None:
+        """Steps an episode lasts at most (the truncation limit), None without one."""
+        raise NotImplementedError
+
 
 class FlatDmcEnvironment(_FlatFloat32Environment):
     """A dm_control task with its observation dict concatenated into one float32 vector (sorted key order)."""
@@ -129,6 +134,14 @@ class FlatDmcEnvironment(_FlatFloat32Environment):
     def action_spec(self):
         spec = self._env.action_spec()
         return specs.BoundedArray(spec.shape, np.float32, spec.minimum, spec.maximum, name="action")
+
+    @property
+    def step_limit(self) -> int | None:
+        # dm_control keeps its time limit in control steps privately (time_limit / control_timestep, rounded up).
+        own = getattr(self._env, "_step_limit", None)
+        own = int(np.ceil(own)) if own is not None and np.isfinite(own) else None
+        limits = [v for v in (self._max_steps, own) if v]
+        return min(limits) if limits else None
 
 
 class GymnasiumEnvironment(_FlatFloat32Environment):
@@ -172,6 +185,10 @@ class GymnasiumEnvironment(_FlatFloat32Environment):
         if self._discrete:
             return specs.DiscreteArray(int(space.n), dtype=np.int32, name="action")
         return specs.BoundedArray(space.shape, np.float32, space.low, space.high, name="action")
+
+    @property
+    def step_limit(self) -> int | None:
+        return self._env.spec.max_episode_steps if self._env.spec is not None else None
 
 
 def make_environment(env: EnvConfig, seed: int = 0) -> dm_env.Environment:

@@ -46,3 +46,26 @@ def test_unknown_tasks_list_valid_ones():
         make_environment(EnvConfig("dmc", "cartpole:balanse"))
     with pytest.raises(UnknownTaskError, match="CartPole-v1"):
         make_environment(EnvConfig("gym", "CartPole-v0"))
+
+
+@pytest.mark.parametrize(
+    ("env", "limit"),
+    [
+        (EnvConfig("gym", "CartPole-v1"), 500),
+        (EnvConfig("gym", "Acrobot-v1"), 500),
+        (EnvConfig("gym", "CartPole-v1", max_episode_steps=200), 200),
+        (EnvConfig("dmc", "cartpole:balance"), 1000),  # 10 s at 0.01 s per control step
+        (EnvConfig("dmc", "cartpole:balance", max_episode_steps=300), 300),
+    ],
+)
+def test_step_limit_is_where_episodes_are_truncated(env, limit):
+    environment = make_environment(env, seed=0)
+    assert environment.step_limit == limit
+    if env.task == "CartPole-v1":
+        return  # its pole falls long before the limit: the tasks below never end early
+    ts, steps = environment.reset(), 0
+    action = np.int32(0) if env.suite == "gym" else np.zeros(1, np.float32)
+    while not ts.last() and steps <= limit:
+        ts = environment.step(action)
+        steps += 1
+    assert steps == limit and ts.discount == 1.0  # truncated at the limit, not terminated
