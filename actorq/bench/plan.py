@@ -3,7 +3,9 @@
 Verifies the actor kernels for the config's policy, then times the learner (samples/s = learner steps/s x batch,
 on a pre-filled replay, never starved) and the actors (env steps/s per precision, the config's network and
 ``envs_per_actor``) on the cores each would get and beside each other, for each split of this machine's cores
-between learner and actors (:mod:`actorq.bench.plan_measure`). From those it predicts, for a range of
+between learner and actors (:mod:`actorq.bench.plan_measure`), and the evaluator's and the quantizer's work on
+the learner's cores, whose share of them the learner loses in a run (:mod:`actorq.bench.plan_side`). From those it
+predicts, for a range of
 samples-per-insert ratios, each setting's env steps/s and the time-to-reward speed-up of fp16 and int8 over fp32
 (:mod:`actorq.bench.plan_model`, through the regime model of :mod:`actorq.report.regime`), names the best setting
 as config overrides, the best setting of each precision ("best against best"), and says plainly where quantized
@@ -104,6 +106,7 @@ def _main(args: argparse.Namespace) -> int:
         raise ConfigError(f"no fp32 kernel verifies on this CPU, so nothing can be compared: {failed[BASE]}")
     precisions = [p for p in precisions if p not in failed]
     batch = config.learner.batch_size
+    side: dict[str, Any] = {}
     if args.learner_steps_per_s is not None:
         records = plan_measure.time_actors_alone(config, cores, precisions, envs, timing)
         measured = plan_measure.given_learner_measurements(
@@ -114,8 +117,11 @@ def _main(args: argparse.Namespace) -> int:
         prefill = max(config.replay.min_size, 2 * batch, 1000)
         records = []
         for split in splits:
-            records += plan_measure.time_split(config, split, precisions, envs, timing, prefill)
-        measured = plan_measure.measurements(records, {s.name: s for s in splits})
+            timed, side[split.name] = plan_measure.time_split(
+                config, split, precisions, envs, timing, prefill
+            )
+            records += timed
+        measured = plan_measure.measurements(records, {s.name: s for s in splits}, side, batch)
     predictions = predict(measured, spis)
     choice = recommend(predictions, config.replay.samples_per_insert)
     notes = [f"{p}: no verified kernel on this CPU, left out ({why})" for p, why in failed.items()]
@@ -137,6 +143,7 @@ def _main(args: argparse.Namespace) -> int:
             "repeats": timing.repeats, "cores": cores, "splits": [s.name for s in splits],
             "learner_steps_per_s_given": args.learner_steps_per_s, "actor_cores_given": args.actor_cores,
             "kernels": kernels, "kernels_failed": failed, "measurements": [m.as_dict() for m in measured],
+            "side_loads": {name: loads.as_dict() for name, loads in side.items()},
             "recommendation": choice.as_dict(), "machine": cpu, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         }  # fmt: skip
         rows = [p.as_dict() for p in predictions]
@@ -171,7 +178,7 @@ def format_measured(measured) -> str:
     head = (
         f"{'split':<{width}} {'prec':<5} {'envs':>4} {'kernel':<14} {'actor st/s':>10} {'learner smp/s':>13} "
     )
-    head += f"{'infer ms':>8} {'step ms':>7}"
+    head += f"{'infer ms':>8} {'step ms':>7} {'alone smp/s':>11} {'eval':>5} {'quant':>5}"
     title = (
         "measured (actors alone, one per core of this machine, scaled to the actor cores; the learner's rate given):"
         if measured[0].split.learner_elsewhere
@@ -181,11 +188,18 @@ def format_measured(measured) -> str:
     for m in measured:
         infer = f"{m.inference_ms:.3f}" if m.inference_ms is not None else "-"
         step = f"{m.step_ms:.3f}" if m.step_ms is not None else "-"
+        alone = f"{m.capacity_alone:.0f}" if m.capacity_alone is not None else "-"
+        shares = [f"{x:.0%}" if x is not None else "-" for x in (m.evaluator_share, m.quantizer_share)]
         lines.append(
             f"{m.split.name:<{width}} {m.precision:<5} {m.envs_per_actor:>4} {m.kernel or '-':<14} {m.supply:>10.0f} "
-            f"{m.capacity:>13.0f} {infer:>8} {step:>7}"
+            f"{m.capacity:>13.0f} {infer:>8} {step:>7} {alone:>11} {shares[0]:>5} {shares[1]:>5}"
         )
     lines.append(f"(learner samples/s: {measured[0].capacity_source}; ms per env step of one actor)")
+    if measured[0].capacity_alone is not None:
+        lines.append(
+            "(alone: the learner's samples/s without them; eval, quant: their shares of the learner's cores, the "
+            "evaluator's at full-length episodes)"
+        )
     return "\n".join(lines)
 
 

@@ -8,7 +8,9 @@ the learner's cores, as a run's replay; its workers, one torch thread each, then
 block then runs the actors (one precision, one number of environments per actor) and the learner at once: the
 actors' env steps/s are measured while the learner steps on its cores, and the learner's samples/s while the actors
 step on theirs (on a 2-core box a learner on the other core made the actors' inference 2.4-3.1x slower than alone,
-issue 34). Blocks interleave precisions in a rotating order, as the other benches do.
+issue 34). Blocks interleave precisions in a rotating order, as the other benches do. After them the evaluator's
+and the quantizer's work is timed on the learner's cores beside the actors (:mod:`actorq.bench.plan_side`): in a run
+they share the learner's cores, and the learner's capacity is taken beside them.
 
 With a learner rate given (``--learner-steps-per-s``) no learner runs: the actors are timed alone, one per core.
 """
@@ -21,6 +23,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +38,7 @@ from actorq.bench.learner import START_TIMEOUT_S, prefill
 from actorq.bench.learner_variants import bench_config as learner_bench_config
 from actorq.bench.learner_worker import STOP_TIMEOUT_S, start_worker
 from actorq.bench.plan_model import Measurement, Split
+from actorq.bench.plan_side import SideLoadBench, SideLoads
 from actorq.config import ExperimentConfig, save_config
 
 log = logging.getLogger(__name__)
@@ -43,8 +47,16 @@ MARGIN_S = 0.5
 """The actors step this much longer than the learner: enough to cover the learner's start and its last step and
 breakdown, little enough that hardly any of the actors' window runs without the learner beside them (``actorq bench
 learner``'s 2 s would leave 40% of a quick plan's 5 s window without it)."""
+SIDE_BLOCKS = 3
+"""The side loads are timed beside one actor block this many blocks long."""
 BREAKDOWN_STEPS = 1
 """The learner worker times its step's parts after each block; the plan needs none of them, so the fewest."""
+
+
+SIDE_SOURCE = (
+    "measured beside the actors, less the evaluator's and the quantizer's shares of the learner's cores"
+)
+"""How a split's C was found (the plan's JSON and tables say it)."""
 
 
 @dataclass(frozen=True)
@@ -131,8 +143,9 @@ def time_split(
     envs: list[int],
     timing: Timing,
     prefill_size: int,
-) -> list[dict[str, Any]]:
-    """Learner and actors beside each other on ``split``'s cores: one record per block (see the module docstring)."""
+) -> tuple[list[dict[str, Any]], SideLoads]:
+    """Learner and actors beside each other on ``split``'s cores: one record per block (see the module docstring),
+    then the evaluator's and the quantizer's work on the learner's cores beside the actors."""
     from actorq.envs import make_environment
     from actorq.replay import make_server
     from actorq.replay.tables import environment_spec_for
@@ -162,6 +175,11 @@ def time_split(
             pin_process(worker.proc.pid, split.actor_cpus)
         learner.send({"cmd": "prepare"})
         json.loads(learner.expect("ready", START_TIMEOUT_S))
+        # Built before any block (its kernel verified and timed) and timed after them; its messages go to the
+        # learner's server, whose policy table no actor reads.
+        side_bench = stack.enter_context(
+            SideLoadBench(config, precisions, server.localhost_client(), pool.key)
+        )
         state = reference_state(config)
         order = interleave(variants, timing.repeats)
         for i, (repeat, variant) in enumerate(order):
@@ -182,6 +200,20 @@ def time_split(
                 split.name, i + 1, len(order), variant.precision, variant.envs, record["supply"],
                 record["learner_steps_per_s"],
             )  # fmt: skip
+        # The side loads beside actors stepping (the first variant's) and the learner idle: the learner's share
+        # of its cores is what they take (SideLoads.capacity). The quantizer's passes take a few seconds with a
+        # 3x2048 policy; the evaluator's steps fill the rest of the window.
+        window = SIDE_BLOCKS * timing.seconds
+        first = actor_bench_config(config, variants[0], split.actors)
+        pool.publish_policy(state, first)
+        pool.start_block(first, window + MARGIN_S, fresh=False)
+        side = side_bench.measure(len(split.learner_cpus), until=time.monotonic() + window)
+        pool.finish_block(window + MARGIN_S)
+        log.info(
+            "%s: evaluator %.2f ms CPU per step (%d steps every %gs: %.0f%% of a core); quantizer %s",
+            split.name, 1e3 * side.eval_step_cpu_s, side.eval_steps, side.eval_period_s, 100 * side.evaluator_cores,
+            ", ".join(f"{p} {1e3 * t:.0f} ms" for p, t in side.publish_cpu_s.items()),
+        )  # fmt: skip
         ok = True
     finally:
         stack.close()
@@ -189,7 +221,7 @@ def time_split(
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             log.warning("plan worker logs kept in %s", workdir)
-    return records
+    return records, side
 
 
 def time_actors_alone(
@@ -213,24 +245,32 @@ def time_actors_alone(
     return records
 
 
-def measurements(records: list[dict[str, Any]], splits: dict[str, Split]) -> list[Measurement]:
-    """Median over repeats per (split, precision, environments) of records from :func:`time_split`."""
+def measurements(
+    records: list[dict[str, Any]], splits: dict[str, Split], side: dict[str, SideLoads], batch: int
+) -> list[Measurement]:
+    """Median over repeats per (split, precision, environments) of records from :func:`time_split`, the learner's
+    capacity taken beside the split's side loads (``side``, by split name)."""
     cells: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for r in records:
         cells.setdefault((r["split"], r["precision"], r["envs"]), []).append(r)
     out = []
     for (split, precision, n), rs in cells.items():
+        alone = float(np.median([r["capacity"] for r in rs]))
+        capacity, evaluator, quantizer = side[split].capacity(alone, precision, batch)
         out.append(
             Measurement(
                 splits[split],
                 precision,
                 n,
                 supply=float(np.median([r["supply"] for r in rs])),
-                capacity=float(np.median([r["capacity"] for r in rs])),
-                capacity_source="measured beside the actors",
+                capacity=capacity,
+                capacity_source=SIDE_SOURCE,
                 kernel=rs[0]["kernel"],
                 inference_ms=float(np.median([r["inference_ms"] for r in rs])),
                 step_ms=float(np.median([r["step_ms"] for r in rs])),
+                capacity_alone=alone,
+                evaluator_share=evaluator,
+                quantizer_share=quantizer,
             )  # fmt: skip
         )
     return out

@@ -33,6 +33,8 @@ HELPS = 1.1
 """A precision "helps" when its predicted speed-up over fp32 is at least this."""
 NEAR_BEST = 0.95
 """The recommended spi is the one nearest the config's whose gain is at least this share of the largest gain."""
+SIDE_NOTE = 0.1
+"""Say so when the evaluator and the quantizer together take at least this share of the learner's cores."""
 ENV_DOMINATES = 0.3
 """Inference below this share of an fp32 actor step: the env step (and the rest of the loop) dominates."""
 DEFAULT_SPIS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
@@ -109,6 +111,14 @@ class Measurement:
     """Actor inference per env step (ms)."""
     step_ms: float | None = None
     """An actor's whole loop per env step (ms): env, inference, writing, pulls."""
+    capacity_alone: float | None = None
+    """The learner's samples/s beside the actors without the evaluator and the quantizer (what the learner bench
+    measures); :attr:`capacity` is what is left of it beside them. None where C was given."""
+    evaluator_share: float | None = None
+    """Share of the learner's cores the evaluator takes (an evaluation of full-length episodes every period)."""
+    quantizer_share: float | None = None
+    """Share of the learner's cores the quantizer takes at the learner's rate beside it (one message per
+    ``learner.publish_period`` steps)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -281,7 +291,8 @@ def explain(predictions: list[Prediction], config_spi: float, at_config: bool = 
 
 def capacity_notes(measurements: list[Measurement]) -> list[str]:
     """Where the learner's samples/s differ by :data:`HELPS` or more between precisions of one split and
-    environments: in learner-bound settings that ratio *is* the predicted gain, so say where it comes from."""
+    environments (in learner-bound settings that ratio *is* the predicted gain, so say where it comes from), and
+    where the evaluator and the quantizer take :data:`SIDE_NOTE` or more of the learner's cores."""
     cells: dict[tuple[str, int], list[Measurement]] = {}
     for m in measurements:
         cells.setdefault((m.split.name, m.envs_per_actor), []).append(m)
@@ -295,6 +306,15 @@ def capacity_notes(measurements: list[Measurement]) -> list[str]:
                 f"({high.capacity / low.capacity:.2f}x); learner-bound predictions inherit that ratio. Actors that "
                 "take less CPU or memory bandwidth leave more to the learner, but on a loaded machine it may be "
                 "noise: rerun with more --repeats."
+            )
+    for m in measurements:
+        shares = (m.evaluator_share or 0.0) + (m.quantizer_share or 0.0)
+        if shares >= SIDE_NOTE and m.precision == BASE:
+            notes.append(
+                f"{m.split.name}, {m.envs_per_actor} env(s)/actor: the evaluator ({m.evaluator_share:.0%}) and the "
+                f"quantizer ({m.quantizer_share:.0%}) take {shares:.0%} of the learner's cores, so the learner gets "
+                f"{m.capacity:.0f} samples/s instead of {m.capacity_alone:.0f}; a longer evaluator.period_s, fewer "
+                "evaluator.episodes or a longer learner.publish_period give it back."
             )
     return notes
 

@@ -64,7 +64,8 @@ class PlanCell:
     supply: float
     """S_p: env steps/s of all the split's actors together."""
     capacity: float
-    """C: learner samples/s beside those actors."""
+    """C: learner samples/s beside those actors (and, in plans that timed them, beside the evaluator's and the
+    quantizer's work on the learner's cores)."""
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """``actorq plan --quick`` end to end: kernels verified, learner and actors timed beside each other on every split
-of this machine's cores, predictions written as JSON and a plot, and a named setting the config system accepts."""
+of this machine's cores (and the evaluator's and quantizer's work on the learner's), predictions written as JSON and
+a plot, and a named setting the config system accepts."""
 
 from __future__ import annotations
 
@@ -41,6 +42,17 @@ def test_plan_quick_times_every_split_and_names_a_setting_the_config_accepts(tmp
     cells = {(m["split"]["name"], m["precision"]) for m in meta["measurements"]}
     assert cells == {(s, p) for s in meta["splits"] for p in ("fp32", "int8")}
     assert all(m["supply"] > 0 and m["capacity"] > 0 and m["kernel"] for m in meta["measurements"])
+    # The evaluator's and the quantizer's work was timed on each split's learner cores, and the learner's
+    # capacity is what they leave of the one measured without them.
+    assert set(meta["side_loads"]) == set(meta["splits"])
+    for loads in meta["side_loads"].values():
+        assert loads["eval_steps"] == 500 and loads["eval_step_cpu_s"] > 0 and loads["eval_load_cpu_s"] > 0
+        assert set(loads["publish_cpu_s"]) == {"fp32", "int8"} and min(loads["publish_cpu_s"].values()) > 0
+    for m in meta["measurements"]:
+        assert 0 < m["evaluator_share"] < 1 and 0 < m["quantizer_share"] < 1
+        assert m["capacity"] == pytest.approx(
+            m["capacity_alone"] * (1 - m["evaluator_share"] - m["quantizer_share"]), rel=1e-6
+        )
     # What `actorq report --plan` reads: the network sizes the runs must match, every measurement.
     assert meta["layers"] == {"policy_layers": [64, 64]}
     plan = load_plan(out)

@@ -170,6 +170,7 @@ def test_spi_grid_adds_the_configs_ratio():
 
 def test_a_learner_elsewhere_scales_the_actors_and_sets_no_affinity():
     from actorq.bench.plan_measure import given_learner_measurements, measurements
+    from actorq.bench.plan_side import SideLoads
 
     records = [
         {
@@ -195,8 +196,11 @@ def test_a_learner_elsewhere_scales_the_actors_and_sets_no_affinity():
     split_records = [
         dict(r, split=OWN.name, capacity=c) for r, c in zip(records, (100.0, 300.0), strict=True)
     ]
-    (own,) = measurements(split_records, {OWN.name: OWN})
-    assert (own.supply, own.capacity, own.split) == (500.0, 200.0, OWN)
+    idle = SideLoads(
+        1, 0.0, 0.0, 500, 10.0, {"fp32": 0.0}, 50
+    )  # no evaluator or quantizer work: C as measured
+    (own,) = measurements(split_records, {OWN.name: OWN}, {OWN.name: idle}, 64)
+    assert (own.supply, own.capacity, own.capacity_alone, own.split) == (500.0, 200.0, 200.0, OWN)
 
 
 def test_plot_and_tables(tmp_path):
