@@ -5,11 +5,10 @@ on a pre-filled replay, never starved) and the actors (env steps/s per precision
 ``envs_per_actor``) on the cores each would get and beside each other, for each split of this machine's cores
 between learner and actors (:mod:`actorq.bench.plan_measure`), and the evaluator's and the quantizer's work on
 the learner's cores, whose share of them the learner loses in a run (:mod:`actorq.bench.plan_side`). From those it
-predicts, for a range of
-samples-per-insert ratios, each setting's env steps/s and the time-to-reward speed-up of fp16 and int8 over fp32
-(:mod:`actorq.bench.plan_model`, through the regime model of :mod:`actorq.report.regime`), names the best setting
-as config overrides, the best setting of each precision ("best against best"), and says plainly where quantized
-actors will not help and why. With ``--learner-steps-per-s R --actor-cores N`` the learner is not timed (e.g. a
+predicts, for a range of samples-per-insert ratios, each setting's env steps/s and the time-to-reward speed-up of
+fp16 and int8 over fp32 (:mod:`actorq.bench.plan_model`, through the regime model of :mod:`actorq.report.regime`),
+names the best setting as config overrides, the best setting of each precision ("best against best"), and says
+plainly where quantized actors will not help and why. With ``--learner-steps-per-s R --actor-cores N`` the learner is not timed (e.g. a
 GPU learner measured elsewhere): the actors are timed alone on this machine, one per core, and scaled to N cores.
 """
 

@@ -51,8 +51,6 @@ SIDE_BLOCKS = 3
 """The side loads are timed beside one actor block this many blocks long."""
 BREAKDOWN_STEPS = 1
 """The learner worker times its step's parts after each block; the plan needs none of them, so the fewest."""
-
-
 SIDE_SOURCE = (
     "measured beside the actors, less the evaluator's and the quantizer's shares of the learner's cores"
 )
