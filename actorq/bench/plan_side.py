@@ -96,7 +96,7 @@ def step_limit(config: ExperimentConfig) -> int:
 
     env = make_environment(config.env)
     try:
-        limit = env.step_limit
+        limit = env.step_limit or _truncated_after(env)
     finally:
         env.close()
     if not limit:
@@ -105,6 +105,18 @@ def step_limit(config: ExperimentConfig) -> int:
             "set env.max_episode_steps"
         )
     return int(limit)
+
+
+def _truncated_after(env: Any, most: int = 100_000) -> int | None:
+    """Steps of one episode of zero actions when it ends truncated (dm_control's time limit, which it keeps
+    private), else None (it terminated, or lasted ``most`` steps)."""
+    spec = env.action_spec()
+    action = np.zeros(spec.shape, spec.dtype)
+    ts, steps = env.reset(), 0
+    while not ts.last() and steps < most:
+        ts = env.step(action)
+        steps += 1
+    return steps if ts.last() and ts.discount == 1.0 else None
 
 
 class SideLoadBench:

@@ -137,11 +137,8 @@ class FlatDmcEnvironment(_FlatFloat32Environment):
 
     @property
     def step_limit(self) -> int | None:
-        # dm_control keeps its time limit in control steps privately (time_limit / control_timestep, rounded up).
-        own = getattr(self._env, "_step_limit", None)
-        own = int(np.ceil(own)) if own is not None and np.isfinite(own) else None
-        limits = [v for v in (self._max_steps, own) if v]
-        return min(limits) if limits else None
+        # dm_control keeps its own time limit private: only ours is known without stepping an episode.
+        return self._max_steps or None
 
 
 class GymnasiumEnvironment(_FlatFloat32Environment):

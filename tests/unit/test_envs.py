@@ -54,7 +54,6 @@ def test_unknown_tasks_list_valid_ones():
         (EnvConfig("gym", "CartPole-v1"), 500),
         (EnvConfig("gym", "Acrobot-v1"), 500),
         (EnvConfig("gym", "CartPole-v1", max_episode_steps=200), 200),
-        (EnvConfig("dmc", "cartpole:balance"), 1000),  # 10 s at 0.01 s per control step
         (EnvConfig("dmc", "cartpole:balance", max_episode_steps=300), 300),
     ],
 )

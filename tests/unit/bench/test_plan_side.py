@@ -72,6 +72,8 @@ def test_side_loads_that_take_a_tenth_of_the_learner_are_pointed_out():
 def test_step_limit_comes_from_the_config_or_the_task():
     assert step_limit(load_config(CONFIG)) == 500
     assert step_limit(load_config(CONFIG, ["env.max_episode_steps=123"])) == 123
+    # dm_control keeps its time limit private: one episode of zero actions finds it (10 s at 0.01 s a step).
+    assert step_limit(load_config("configs/d4pg/dmc_cartpole_balance.yaml")) == 1000
 
 
 class FakeClient:
