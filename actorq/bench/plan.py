@@ -38,6 +38,7 @@ from actorq.bench.plan_model import (
     recommend,
     spi_grid,
 )
+from actorq.bench.plan_side import step_limit
 from actorq.config import PRECISIONS, ConfigError, load_config, to_dict
 from actorq.report.plan_input import network_sizes
 
@@ -99,6 +100,8 @@ def _check(args: argparse.Namespace):
 
 def _main(args: argparse.Namespace) -> int:
     config, precisions, envs, spis, timing, cores, splits = _check(args)
+    # Found before any timing: a task without a step limit cannot be planned beside an evaluator.
+    eval_steps = step_limit(config) if args.learner_steps_per_s is None else 0
     started = time.perf_counter()
     kernels, failed = plan_measure.verify_kernels(config, precisions, envs, KERNEL_BUDGET_S[args.quick])
     if BASE in failed:
@@ -117,7 +120,7 @@ def _main(args: argparse.Namespace) -> int:
         records = []
         for split in splits:
             timed, side[split.name] = plan_measure.time_split(
-                config, split, precisions, envs, timing, prefill
+                config, split, precisions, envs, timing, prefill, eval_steps
             )
             records += timed
         measured = plan_measure.measurements(records, {s.name: s for s in splits}, side, batch)

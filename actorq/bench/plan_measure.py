@@ -141,9 +141,11 @@ def time_split(
     envs: list[int],
     timing: Timing,
     prefill_size: int,
+    eval_steps: int,
 ) -> tuple[list[dict[str, Any]], SideLoads]:
     """Learner and actors beside each other on ``split``'s cores: one record per block (see the module docstring),
-    then the evaluator's and the quantizer's work on the learner's cores beside the actors."""
+    then the evaluator's and the quantizer's work on the learner's cores beside the actors (evaluations taken to
+    last ``eval_steps``)."""
     from actorq.envs import make_environment
     from actorq.replay import make_server
     from actorq.replay.tables import environment_spec_for
@@ -176,7 +178,7 @@ def time_split(
         # Built before any block (its kernel verified and timed) and timed after them; its messages go to the
         # learner's server, whose policy table no actor reads.
         side_bench = stack.enter_context(
-            SideLoadBench(config, precisions, server.localhost_client(), pool.key)
+            SideLoadBench(config, precisions, server.localhost_client(), pool.key, eval_steps)
         )
         state = reference_state(config)
         order = interleave(variants, timing.repeats)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.config import AUTO_COMM_BITS, ExperimentConfig, replace
+from actorq.config import AUTO_COMM_BITS, ConfigError, ExperimentConfig, replace
 
 PASSES = 3
 """Passes timed of each message load and of the quantizer's work per precision (the median is kept)."""
@@ -85,13 +85,12 @@ class SideLoads:
 
 
 def step_limit(config: ExperimentConfig) -> int:
-    """The task's steps per episode at most: ``env.max_episode_steps``, else the environment's own limit.
+    """The task's steps per episode at most, as the run's environments truncate them (``env.max_episode_steps``
+    when set: the wrappers honour it, else the task's own limit).
 
     Raises:
-        ValueError: the task sets no limit (an evaluation could last forever; set ``env.max_episode_steps``).
+        ConfigError: the task sets no limit (an evaluation could last forever; set ``env.max_episode_steps``).
     """
-    if config.env.max_episode_steps:
-        return int(config.env.max_episode_steps)
     from actorq.envs import make_environment
 
     env = make_environment(config.env)
@@ -100,7 +99,7 @@ def step_limit(config: ExperimentConfig) -> int:
     finally:
         env.close()
     if not limit:
-        raise ValueError(
+        raise ConfigError(
             f"{config.env.suite}:{config.env.task} has no episode step limit, so an evaluation's cost is unknown: "
             "set env.max_episode_steps"
         )
@@ -127,9 +126,12 @@ class SideLoadBench:
         precisions: Actor precisions the quantizer is timed for.
         client: A Reverb client of a server with the policy table (one the actors do not read).
         key: The key messages are signed with, as in a run.
+        eval_steps: Steps one evaluation is taken to last (:func:`step_limit`, found once per plan).
     """
 
-    def __init__(self, config: ExperimentConfig, precisions: list[str], client: Any, key: Any):
+    def __init__(
+        self, config: ExperimentConfig, precisions: list[str], client: Any, key: Any, eval_steps: int
+    ):
         from actorq import algorithms
         from actorq.bench.actors_worker import reference_state
         from actorq.envs import make_environment
@@ -143,7 +145,7 @@ class SideLoadBench:
         self._precisions = precisions
         self._key = key
         self._layers = tuple(config.network.policy_layers)
-        self._steps = step_limit(config)
+        self._steps = eval_steps
         state = reference_state(config)
         # The evaluator's pieces: its fp32 policy at batch `episodes` (kernel verified and timed as the
         # evaluator's is), seeded environments.
@@ -199,13 +201,12 @@ class SideLoadBench:
     def _learner_state(self) -> dict[str, np.ndarray]:
         """The learner's message authenticated, decoded and mapped to torch keys (the evaluator's and the
         quantizer's first steps)."""
-        from actorq.networks.mapping import tf_to_torch_state
-        from actorq.quantize.codec import decode_message, read_header
+        from actorq.quantize.codec import read_header
         from actorq.quantize.signing import LEARNER_STREAM
+        from actorq.roles.quantizer import learner_state
 
         read_header(self._learner, key=self._key, stream=LEARNER_STREAM)  # authenticated before decoding
-        message = decode_message(self._learner)
-        return tf_to_torch_state(self._config.algorithm, message.float32_state(), self._layers)
+        return learner_state(self._config, self._learner)[1]
 
     def evaluation_load(self) -> float:
         """CPU seconds to load the learner's message into the evaluator's policy (median of passes)."""

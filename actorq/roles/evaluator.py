@@ -33,7 +33,6 @@ from actorq.config import ExperimentConfig
 from actorq.config.shards import split_addresses, weights_address
 from actorq.envs import make_environment
 from actorq.metrics import evaluation_row
-from actorq.networks.mapping import tf_to_torch_state
 from actorq.quantize.codec import WeightMessageError, decode_message, read_header
 from actorq.quantize.signing import LEARNER_STREAM, POLICY_STREAM, WeightsKey
 from actorq.replay import (
@@ -48,7 +47,7 @@ from actorq.replay.run_state import FIX_HINT, RunStateError
 from actorq.roles.agreement import ActionAgreement
 from actorq.roles.common import Periodic, RoleBase
 from actorq.roles.policy import build_policy, greedy_episodes
-from actorq.roles.quantizer import encode_policy
+from actorq.roles.quantizer import encode_policy, learner_state
 from actorq.status import Evaluation, EvaluatorStatus
 
 log = logging.getLogger(__name__)
@@ -201,10 +200,7 @@ class EvaluatorRole(RoleBase):
                 self._learner_version,
             )
             return None
-        message = decode_message(buf)
-        state = tf_to_torch_state(
-            self.config.algorithm, message.float32_state(), tuple(self.config.network.policy_layers)
-        )
+        message, state = learner_state(self.config, buf)
         self._fp32.load_state(state, version=message.version, learner_step=message.learner_step)
         self._learner_version = message.version
         return message.learner_step, state

@@ -15,13 +15,20 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from actorq.config import ExperimentConfig
 from actorq.config.shards import weights_address
 from actorq.networks.mapping import tf_to_torch_state
-from actorq.quantize.codec import WeightMessageError, decode_message, encode_message, read_header
+from actorq.quantize.codec import (
+    WeightMessage,
+    WeightMessageError,
+    decode_message,
+    encode_message,
+    read_header,
+)
 from actorq.quantize.signing import LEARNER_STREAM, POLICY_STREAM, TAG_BYTES, WeightsKey
 from actorq.replay import (
     LEARNER_WEIGHTS_TABLE,
@@ -63,6 +70,18 @@ def encode_policy(
     )
 
 
+def learner_state(config: ExperimentConfig, buf: Any) -> tuple[WeightMessage, dict[str, np.ndarray]]:
+    """The learner's fp32 message in ``buf`` decoded, and its weights mapped to the policy's torch keys.
+
+    The one rule for reading the learner's weights (the quantizer, the evaluator and ``actorq plan``'s timing of
+    both). The caller authenticates ``buf`` first (:func:`read_header` with the learner's stream): each checks the
+    version in the header before paying for a decode.
+    """
+    message = decode_message(buf)
+    state = tf_to_torch_state(config.algorithm, message.float32_state(), tuple(config.network.policy_layers))
+    return message, state
+
+
 class QuantizerRole(RoleBase):
     """Polls for new learner weights; converts, quantizes, encodes and publishes each new one."""
 
@@ -91,7 +110,6 @@ class QuantizerRole(RoleBase):
         self._source = ReverbWeightSubscriber(client, LEARNER_WEIGHTS_TABLE, only_new=True)
         self._sink = ReverbWeightPublisher(client, POLICY_TABLE)
         self._policy_sub = ReverbWeightSubscriber(client, POLICY_TABLE)
-        self._layers = tuple(config.network.policy_layers)
         previous = self.open_run_state(client, weights_key, connect_timeout_s)
         # The learner version of the last message quantized (kept in the record; -1: none yet).
         self._quantized_learner_version = int(previous["learner_version"]) if previous else -1
@@ -167,8 +185,7 @@ class QuantizerRole(RoleBase):
         """Decode fp32 learner weights (``buf``, already authenticated by ``step``), map to torch keys, encode at
         the actor's bits, sign, publish."""
         t0 = time.perf_counter()
-        learner_msg = decode_message(buf)
-        state = tf_to_torch_state(self.config.algorithm, learner_msg.float32_state(), self._layers)
+        learner_msg, state = learner_state(self.config, buf)
         t1 = time.perf_counter()
         message = encode_policy(
             self.config, state, version=self.version + 1, learner_step=learner_msg.learner_step, key=self._key

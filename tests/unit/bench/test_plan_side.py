@@ -76,6 +76,33 @@ def test_step_limit_comes_from_the_config_or_the_task():
     assert step_limit(load_config("configs/d4pg/dmc_cartpole_balance.yaml")) == 1000
 
 
+def test_a_task_without_a_step_limit_is_a_config_error(monkeypatch):
+    """An episode that terminates says nothing of the limit: the plan stops before any timing and names the fix."""
+    import dm_env
+
+    import actorq.envs
+    from actorq.config import ConfigError
+
+    class Terminates:
+        step_limit = None
+
+        def action_spec(self):
+            return dm_env.specs.Array((1,), np.float32)
+
+        def reset(self):
+            return dm_env.restart(np.zeros(1, np.float32))
+
+        def step(self, action):
+            return dm_env.termination(0.0, np.zeros(1, np.float32))
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(actorq.envs, "make_environment", lambda env: Terminates())
+    with pytest.raises(ConfigError, match="set env.max_episode_steps"):
+        step_limit(load_config(CONFIG))
+
+
 class FakeClient:
     """Takes the inserts a ReverbWeightPublisher makes."""
 
@@ -93,7 +120,7 @@ def test_side_load_bench_times_the_evaluators_and_the_quantizers_real_work(tmp_p
     config = load_config(CONFIG, ["network.policy_layers=[64,64]", "evaluator.episodes=3"])
     key = load_key_file(ensure_run_key(tmp_path))
     client = FakeClient()
-    with SideLoadBench(config, ["fp32", "int8"], client, key) as bench:
+    with SideLoadBench(config, ["fp32", "int8"], client, key, step_limit(config)) as bench:
         side = bench.measure(learner_cores=1, until=time.monotonic() + 0.3)
     assert side.eval_steps == 500 and side.eval_period_s == 10.0 and side.publish_period == 50
     assert 0 < side.eval_step_cpu_s < 0.05 and 0 < side.eval_load_cpu_s < 1.0
