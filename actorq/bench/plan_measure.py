@@ -204,15 +204,18 @@ def time_split(
         # of its cores is what they take (SideLoads.capacity). The quantizer's passes take a few seconds with a
         # 3x2048 policy; the evaluator's steps fill the rest of the window.
         window = SIDE_BLOCKS * timing.seconds
+        poll = side_bench.idle_poll()  # while the actors' server is idle: it is in this process too
         first = actor_bench_config(config, variants[0], split.actors)
         pool.publish_policy(state, first)
         pool.start_block(first, window + MARGIN_S, fresh=False)
-        side = side_bench.measure(len(split.learner_cpus), until=time.monotonic() + window)
+        side = side_bench.measure(len(split.learner_cpus), until=time.monotonic() + window, poll_cpu_s=poll)
         pool.finish_block(window + MARGIN_S)
         log.info(
-            "%s: evaluator %.2f ms CPU per step (%d steps every %gs: %.0f%% of a core); quantizer %s",
+            "%s: evaluator %.2f ms CPU per step (%d steps every %gs: %.0f%% of a core); quantizer %s, idle polls "
+            "%.2f ms (%.0f%% of a core)",
             split.name, 1e3 * side.eval_step_cpu_s, side.eval_steps, side.eval_period_s, 100 * side.evaluator_cores,
-            ", ".join(f"{p} {1e3 * t:.0f} ms" for p, t in side.publish_cpu_s.items()),
+            ", ".join(f"{p} {1e3 * t:.0f} ms" for p, t in side.publish_cpu_s.items()), 1e3 * side.poll_cpu_s,
+            100 * side.poll_cores,
         )  # fmt: skip
         ok = True
     finally:

@@ -314,7 +314,7 @@ def capacity_notes(measurements: list[Measurement]) -> list[str]:
                 f"{m.split.name}, {m.envs_per_actor} env(s)/actor: the evaluator ({m.evaluator_share:.0%}) and the "
                 f"quantizer ({m.quantizer_share:.0%}) take {shares:.0%} of the learner's cores, so the learner gets "
                 f"{m.capacity:.0f} samples/s instead of {m.capacity_alone:.0f}; a longer evaluator.period_s, fewer "
-                "evaluator.episodes or a longer learner.publish_period give it back."
+                "evaluator.episodes, a longer learner.publish_period or quantizer.poll_interval_s give it back."
             )
     return notes
 

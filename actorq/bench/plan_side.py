@@ -16,7 +16,11 @@ on those cores; wall time would count them):
   reach as the policy learns, Acrobot's untrained ones do and dm_control's always do;
 * **the quantizer**, per precision: authenticating and decoding the learner's fp32 message, mapping it to torch
   keys, quantizing, encoding and signing the actors' message and inserting it into replay, once per
-  ``learner.publish_period`` learner steps.
+  ``learner.publish_period`` learner steps; and between messages its polls, every ``quantizer.poll_interval_s``,
+  for a new one (a ``server_info`` call each, nothing downloaded). Those are timed as the CPU of the whole process,
+  the Reverb client's threads and the in-process server answering them: in a run both are on the learner's cores.
+  In the Zen 3 runs above the quantizer's work per message explained a third of its CPU; 20 polls a second are the
+  rest's likeliest part.
 
 :meth:`SideLoads.capacity` turns the learner's capacity measured without them into the capacity beside them.
 """
@@ -36,6 +40,8 @@ PASSES = 3
 """Passes timed of each message load and of the quantizer's work per precision (the median is kept)."""
 MIN_EVAL_S = 1.0
 """Evaluation steps are timed for at least this long, also when the block beside them has ended."""
+POLLS = 200
+"""Idle polls of the learner's table timed (their mean is kept)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,10 @@ class SideLoads:
     """Per actor precision: CPU seconds the quantizer spends on one learner message (median of the passes)."""
     publish_period: int
     """Learner steps between the learner's messages (``learner.publish_period``)."""
+    poll_cpu_s: float
+    """CPU seconds of one idle poll of the quantizer for a new learner message (client and server)."""
+    poll_interval_s: float
+    """Seconds the quantizer sleeps between idle polls (``quantizer.poll_interval_s``)."""
 
     @property
     def evaluator_cores(self) -> float:
@@ -63,25 +73,30 @@ class SideLoads:
         cpu = self.eval_load_cpu_s + self.eval_steps * self.eval_step_cpu_s
         return min(1.0, cpu / self.eval_period_s)
 
+    @property
+    def poll_cores(self) -> float:
+        """Cores the quantizer's idle polls keep busy (a poll, then a sleep of ``poll_interval_s``)."""
+        return self.poll_cpu_s / (self.poll_cpu_s + self.poll_interval_s)
+
     def capacity(self, capacity: float, precision: str, batch: int) -> tuple[float, float, float]:
         """The learner's samples/s beside the evaluator and the quantizer, from ``capacity`` measured without them.
 
-        The learner (with its replay) keeps the share of its cores they leave: with E cores for the evaluator and
-        q CPU seconds per message, r' = r (1 - E/k - q r' / (P k)) at r learner steps/s alone on k cores and
-        one message per P steps, so r' = r (1 - E/k) / (1 + q r / (P k)).
+        The learner (with its replay) keeps the share of its cores they leave: with E cores for the evaluator, Q
+        for the quantizer's polls and q CPU seconds per message, r' = r (1 - E/k - Q/k - q r' / (P k)) at r
+        learner steps/s alone on k cores and one message per P steps, so r' = r (1 - E/k - Q/k) / (1 + q r / (P k)).
 
         Returns:
             ``(samples/s, evaluator's share, quantizer's share)``, the shares of the learner's cores at r'.
         """
         k = self.learner_cores
         rate = capacity / batch
-        evaluator = self.evaluator_cores / k
+        evaluator, polls = self.evaluator_cores / k, self.poll_cores / k
         per_step = self.publish_cpu_s[precision] / (self.publish_period * k)
-        beside = max(0.0, rate * (1.0 - evaluator) / (1.0 + rate * per_step))
-        return beside * batch, evaluator, per_step * beside
+        beside = max(0.0, rate * (1.0 - evaluator - polls) / (1.0 + rate * per_step))
+        return beside * batch, evaluator, polls + per_step * beside
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "evaluator_cores": self.evaluator_cores}
+        return {**asdict(self), "evaluator_cores": self.evaluator_cores, "poll_cores": self.poll_cores}
 
 
 def step_limit(config: ExperimentConfig) -> int:
@@ -124,7 +139,7 @@ class SideLoadBench:
     Args:
         config: The plan's experiment config.
         precisions: Actor precisions the quantizer is timed for.
-        client: A Reverb client of a server with the policy table (one the actors do not read).
+        client: A Reverb client of a server with the run's weight tables (ones the actors do not read).
         key: The key messages are signed with, as in a run.
         eval_steps: Steps one evaluation is taken to last (:func:`step_limit`, found once per plan).
     """
@@ -163,6 +178,7 @@ class SideLoadBench:
             tf_vars, version=1, learner_step=0, precision="fp32", comm_bits=32, key=key, stream=LEARNER_STREAM
         )
         self._sink = ReverbWeightPublisher(client, POLICY_TABLE)
+        self._client = client
 
     def __enter__(self) -> SideLoadBench:
         return self
@@ -229,10 +245,28 @@ class SideLoadBench:
             )
         )
 
-    def measure(self, learner_cores: int, until: float) -> SideLoads:
+    def idle_poll(self) -> float:
+        """CPU seconds of one of the quantizer's polls when nothing is new (mean of :data:`POLLS`): the process's
+        CPU, since the Reverb client's threads and the in-process server answering it do the work. Call it while
+        nothing else of the process works (between the actors' blocks: their server is in the plan's process)."""
+        from actorq.replay import LEARNER_WEIGHTS_TABLE, ReverbWeightPublisher, ReverbWeightSubscriber
+
+        ReverbWeightPublisher(self._client, LEARNER_WEIGHTS_TABLE).publish(self._learner)
+        source = ReverbWeightSubscriber(
+            self._client, LEARNER_WEIGHTS_TABLE, only_new=True
+        )  # as the quantizer's
+        if source.latest() is None:
+            raise RuntimeError("the learner's message just inserted was not found")
+        started = time.process_time()
+        for _ in range(POLLS):
+            if source.latest() is not None:
+                raise RuntimeError("an idle poll downloaded a message: it would time a download, not a poll")
+        return (time.process_time() - started) / POLLS
+
+    def measure(self, learner_cores: int, until: float, poll_cpu_s: float) -> SideLoads:
         """Both loads on the calling thread's cores (the plan pins it to the learner's): the message loads and the
         quantizer's passes first, then evaluation steps until ``until`` (``time.monotonic()``, the end of the
-        actors' block beside them)."""
+        actors' block beside them); ``poll_cpu_s`` from :meth:`idle_poll`, timed before the block."""
         load = self.evaluation_load()
         publish = {p: self.publish(p) for p in self._precisions}
         return SideLoads(
@@ -243,4 +277,6 @@ class SideLoadBench:
             eval_period_s=self._config.evaluator.period_s,
             publish_cpu_s=publish,
             publish_period=self._config.learner.publish_period,
+            poll_cpu_s=poll_cpu_s,
+            poll_interval_s=self._config.quantizer.poll_interval_s,
         )

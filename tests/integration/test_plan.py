@@ -48,6 +48,7 @@ def test_plan_quick_times_every_split_and_names_a_setting_the_config_accepts(tmp
     for loads in meta["side_loads"].values():
         assert loads["eval_steps"] == 500 and loads["eval_step_cpu_s"] > 0 and loads["eval_load_cpu_s"] > 0
         assert set(loads["publish_cpu_s"]) == {"fp32", "int8"} and min(loads["publish_cpu_s"].values()) > 0
+        assert 0 < loads["poll_cpu_s"] < 0.05 and 0 < loads["poll_cores"] < 0.5
     for m in meta["measurements"]:
         assert 0 < m["evaluator_share"] < 1 and 0 < m["quantizer_share"] < 1
         assert m["capacity"] == pytest.approx(

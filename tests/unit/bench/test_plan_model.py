@@ -197,7 +197,7 @@ def test_a_learner_elsewhere_scales_the_actors_and_sets_no_affinity():
         dict(r, split=OWN.name, capacity=c) for r, c in zip(records, (100.0, 300.0), strict=True)
     ]
     idle = SideLoads(
-        1, 0.0, 0.0, 500, 10.0, {"fp32": 0.0}, 50
+        1, 0.0, 0.0, 500, 10.0, {"fp32": 0.0}, 50, 0.0, 0.05
     )  # no evaluator or quantizer work: C as measured
     (own,) = measurements(split_records, {OWN.name: OWN}, {OWN.name: idle}, 64)
     assert (own.supply, own.capacity, own.capacity_alone, own.split) == (500.0, 200.0, 200.0, OWN)
