@@ -159,7 +159,6 @@ class SideLoadBench:
         self._config = config
         self._precisions = precisions
         self._key = key
-        self._layers = tuple(config.network.policy_layers)
         self._steps = eval_steps
         state = reference_state(config)
         # The evaluator's pieces: its fp32 policy at batch `episodes` (kernel verified and timed as the
@@ -172,7 +171,9 @@ class SideLoadBench:
         # The learner's message carries TF-named variables: the mapping's rows read backwards.
         tf_vars = {
             tf_name: (state[torch_key].T if transpose else state[torch_key])
-            for tf_name, torch_key, transpose in mapping_table(config.algorithm, self._layers)
+            for tf_name, torch_key, transpose in mapping_table(
+                config.algorithm, tuple(config.network.policy_layers)
+            )
         }
         self._learner = encode_message(
             tf_vars, version=1, learner_step=0, precision="fp32", comm_bits=32, key=key, stream=LEARNER_STREAM
