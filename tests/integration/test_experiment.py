@@ -28,38 +28,59 @@ def _experiment(
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
+SPI = "replay.samples_per_insert"
+FP32, INT8 = f"fp32-{SPI}=0-s0", f"int8-{SPI}=0-s0"
+"""The runs' names: a sweep cell (one value here) is part of each run's name, command, record and label."""
+
+
 @pytest.mark.integration
-def test_experiment_runs_in_order_and_resumes_only_unfinished_runs(tmp_path):
+def test_experiment_runs_in_order_resumes_only_unfinished_runs_and_its_records_make_the_report(tmp_path):
+    # One experiment for the order, the resume and the records (each run costs a TensorFlow start): fp32 then int8,
+    # one seed, crossed with a one-value sweep.
     config = tiny_config(
         "dqn", launcher="inprocess", max_actor_steps=150, max_minutes=1.5, **{"actor.num_actors": 1}
     )
     save_config(config, tmp_path / "in.yaml")
     out = tmp_path / "exp"
-    result = _experiment(tmp_path / "in.yaml", out, "--precisions", "fp32,int8", "--seeds", "1")
+    args = ("--precisions", "fp32,int8", "--seeds", "1", "--sweep", f"{SPI}=0")
+    result = _experiment(tmp_path / "in.yaml", out, *args)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     record = json.loads((out / "experiment.json").read_text())
-    assert record["order"] == ["fp32-s0", "int8-s0"]
-    fp32, int8 = record["runs"]["fp32-s0"], record["runs"]["int8-s0"]
+    assert record["order"] == [FP32, INT8]
+    fp32, int8 = record["runs"][FP32], record["runs"][INT8]
     assert fp32["ended_at"] <= int8["started_at"]  # one at a time, in the planned order
-    for name, precision in (("fp32-s0", "fp32"), ("int8-s0", "int8")):
+    for name, precision in ((FP32, "fp32"), (INT8, "int8")):
         summary = json.loads((out / name / "summary.json").read_text())
         assert summary["precision"] == precision and summary["exit"] == "max_actor_steps"
-        assert "--run-dir" in record["runs"][name]["command"]
+        command = record["runs"][name]["command"]
+        assert "--run-dir" in command and f"{SPI}=0" in command
+        assert (out / "records" / f"{name}.json").is_file()
 
     # Mark int8 as interrupted: a rerun redoes only it, and keeps the old directory aside.
-    summary_path = out / "int8-s0" / "summary.json"
+    summary_path = out / INT8 / "summary.json"
     summary = json.loads(summary_path.read_text())
     summary_path.write_text(json.dumps(dict(summary, exit="interrupted")))
-    fp32_before = (out / "fp32-s0" / "summary.json").read_bytes()
-    fp32_mtime = (out / "fp32-s0" / "summary.json").stat().st_mtime_ns
-    result = _experiment(tmp_path / "in.yaml", out, "--precisions", "fp32,int8", "--seeds", "1")
+    fp32_before = (out / FP32 / "summary.json").read_bytes()
+    fp32_mtime = (out / FP32 / "summary.json").stat().st_mtime_ns
+    result = _experiment(tmp_path / "in.yaml", out, *args)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "1 of 2 runs already finished" in result.stdout
-    assert "[2/2] int8-s0" in result.stdout and "fp32-s0:" not in result.stdout
-    assert (out / "fp32-s0" / "summary.json").read_bytes() == fp32_before
-    assert (out / "fp32-s0" / "summary.json").stat().st_mtime_ns == fp32_mtime
+    assert f"[2/2] {INT8}" in result.stdout and f"{FP32}:" not in result.stdout
+    assert (out / FP32 / "summary.json").read_bytes() == fp32_before
+    assert (out / FP32 / "summary.json").stat().st_mtime_ns == fp32_mtime
     assert json.loads(summary_path.read_text())["exit"] == "max_actor_steps"
     assert len(list((out / "_incomplete").iterdir())) == 1
+
+    for name in (FP32, INT8):  # the records alone make the report
+        shutil.rmtree(out / name)
+    report = subprocess.run(
+        [sys.executable, "-m", "actorq.cli", "report", str(out), "--out", str(tmp_path / "report")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr[-2000:]
+    numbers = json.loads((tmp_path / "report" / "report.json").read_text())
+    (task,) = numbers.values()
+    assert sorted(task["labels"]) == [f"fp32 [{SPI}=0]", f"int8 [{SPI}=0]"]
 
 
 @pytest.mark.integration
@@ -135,31 +156,3 @@ def test_a_run_whose_experiment_is_killed_stops_itself(tmp_path):
                 child.kill()
     summary = json.loads((out / "fp32-s0" / "summary.json").read_text())
     assert summary["exit"] == "interrupted"
-
-
-@pytest.mark.integration
-def test_sweep_runs_write_records_that_report_without_run_dirs(tmp_path):
-    config = tiny_config(
-        "dqn", launcher="inprocess", max_actor_steps=150, max_minutes=1.5, **{"actor.num_actors": 1}
-    )
-    save_config(config, tmp_path / "in.yaml")
-    out = tmp_path / "exp"
-    spi = "replay.samples_per_insert"
-    result = _experiment(
-        tmp_path / "in.yaml", out, "--precisions", "int8", "--seeds", "1", "--sweep", f"{spi}=0,4"
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    names = [f"int8-{spi}=0-s0", f"int8-{spi}=4-s0"]
-    for name, value in zip(names, ("0", "4"), strict=True):
-        assert f"{spi}={value}" in json.loads((out / "experiment.json").read_text())["runs"][name]["command"]
-        assert (out / "records" / f"{name}.json").is_file()
-    for name in names:  # the records alone make the report
-        shutil.rmtree(out / name)
-    report = subprocess.run(
-        [sys.executable, "-m", "actorq.cli", "report", str(out), "--out", str(tmp_path / "report")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert report.returncode == 0, report.stderr[-2000:]
-    numbers = json.loads((tmp_path / "report" / "report.json").read_text())
-    (task,) = numbers.values()
-    assert sorted(task["labels"]) == [f"int8 [{spi}=0]", f"int8 [{spi}=4]"]
