@@ -23,8 +23,9 @@ VENV_DISK_CHECK ?= 1
 
 help:
 	@echo "make run        train DQN (3x2048) on CartPole-v1 with int8 actors to return 195 (<= 10 min), print the summary"
-	@echo "make test       the full CPU test suite (unit, reverb, integration, slow)"
-	@echo "make test-fast  unit tests only"
+	@echo "make test       the full CPU test suite: unit and reverb tests on TEST_WORKERS xdist workers (one per core),"
+	@echo "                then integration, slow, faults, ray and docker tests one at a time"
+	@echo "make test-fast  unit tests only (TEST_WORKERS workers)"
 	@echo "make test-avx2  kernel and parity tests with oneDNN/ATen limited to AVX2 (part of make test on AVX512 CPUs)"
 	@echo "make lint       ruff check + format check"
 	@echo "make bench      quick benchmarks and the report into runs/bench (BENCH_OUT=... to choose)"
@@ -90,8 +91,20 @@ run: $(STAMP)
 	$(VENV)/bin/actorq train configs/dqn/gym_cartpole.yaml --precision int8 --actors 2 \
 		--max-minutes 10 --target-return 195 --run-dir $(RUN_DIR)
 
+# The suite runs in two passes. Tests marked SERIAL_MARKERS start role processes pinned to cores, time things or
+# learn against a clock (the compose stack, Ray and namespace hosts, link limits, real learning): they run one at a
+# time, alone on the machine. The rest (unit and in-process Reverb tests: one process, no timing in an assertion)
+# run on TEST_WORKERS pytest-xdist workers, one per core by default, a test file to a worker (its module fixtures,
+# some of which train a policy, are made once). Each pass's exit status counts, except 5 (the pass had nothing to
+# run: PYTEST_ARGS chose only the other pass's tests).
+SERIAL_MARKERS := slow or integration or faults or docker or ray
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
+XDIST := -n $(TEST_WORKERS) --dist loadfile
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	@rc=0; \
+	$(PY) -m pytest $(XDIST) -m "not ($(SERIAL_MARKERS))" $(PYTEST_ARGS) || { s=$$?; [ $$s = 5 ] || rc=$$s; }; \
+	$(PY) -m pytest -m "$(SERIAL_MARKERS)" $(PYTEST_ARGS) || { s=$$?; [ $$s = 5 ] || rc=$$s; }; \
+	exit $$rc
 	@$(MAKE) --no-print-directory test-avx2
 
 # The kernel and parity tests again with oneDNN and ATen limited to AVX2, on CPUs that have AVX512, so that a green
@@ -101,14 +114,14 @@ test: $(STAMP)
 test-avx2: $(STAMP)
 	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
 	  echo "==> kernel and parity tests again with ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2"; \
-	  ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PY) -m pytest \
+	  ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PY) -m pytest $(XDIST) \
 	    tests/unit/actors tests/unit/networks/test_parity.py $(PYTEST_ARGS); \
 	else \
 	  echo "==> no AVX512 on this CPU: the run above already tested the AVX2 kernels"; \
 	fi
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow and not integration and not reverb and not faults and not docker and not ray" $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m "not slow and not integration and not reverb and not faults and not docker and not ray" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check actorq launch tests
