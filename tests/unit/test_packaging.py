@@ -14,8 +14,8 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[2]
 
 # requirements.in's test and lint tools: in the ``dev`` extra rather than the runtime dependencies.
-DEV_ONLY = {"pytest", "pytest-timeout", "pytest-xdist", "hypothesis", "ruff", "kubernetes-validate", "jsonschema"}
-DEV_ONLY |= {"jsonschema-specifications"}
+DEV_ONLY = {"pytest", "pytest-timeout", "hypothesis", "ruff", "kubernetes-validate", "jsonschema"}
+DEV_ONLY |= {"jsonschema-specifications", "pytest-xdist"}
 
 
 def pinned(text: str) -> dict[str, Requirement]:
