@@ -121,7 +121,7 @@ test-avx2: $(STAMP)
 	fi
 
 test-fast: $(STAMP)
-	$(PY) -m pytest $(XDIST) -m "not slow and not integration and not reverb and not faults and not docker and not ray" $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m "not ($(SERIAL_MARKERS) or reverb)" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check actorq launch tests
