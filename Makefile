@@ -23,7 +23,7 @@ VENV_DISK_CHECK ?= 1
 
 help:
 	@echo "make run        train DQN (3x2048) on CartPole-v1 with int8 actors to return 195 (<= 10 min), print the summary"
-	@echo "make test       the full CPU test suite: unit and reverb tests on TEST_WORKERS xdist workers (one per core),"
+	@echo "make test       the full CPU test suite: unit and reverb tests on TEST_WORKERS xdist workers (a core, 2 GiB each),"
 	@echo "                then integration, slow, faults, ray and docker tests one at a time"
 	@echo "make test-fast  unit tests only (TEST_WORKERS workers)"
 	@echo "make test-avx2  kernel and parity tests with oneDNN/ATen limited to AVX2 (part of make test on AVX512 CPUs)"
@@ -94,11 +94,21 @@ run: $(STAMP)
 # The suite runs in two passes. Tests marked SERIAL_MARKERS start role processes pinned to cores, time things or
 # learn against a clock (the compose stack, Ray and namespace hosts, link limits, real learning): they run one at a
 # time, alone on the machine. The rest (unit and in-process Reverb tests: one process, no timing in an assertion)
-# run on TEST_WORKERS pytest-xdist workers, one per core by default, a test file to a worker (its module fixtures,
-# some of which train a policy, are made once). Each pass's exit status counts, except 5 (the pass had nothing to
-# run: PYTEST_ARGS chose only the other pass's tests).
+# run on TEST_WORKERS pytest-xdist workers, a test file to a worker (its module fixtures, some of which train a
+# policy, are made once). Each pass's exit status counts, except 5 (the pass had nothing to run: PYTEST_ARGS chose
+# only the other pass's tests).
 SERIAL_MARKERS := slow or integration or faults or docker or ray
-TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 1)
+# Workers: one per core, but no more than one per TEST_WORKER_MIB of available memory (never fewer than one). Each
+# worker holds TensorFlow, torch and Reverb and trains small policies: 1.7 GiB peak RSS each (2026-11-28, Zen 3, 2
+# workers; the machine's available memory fell by 2.7 GiB at most), so a 64-core box with 64 GiB would otherwise
+# start 64 of them and run out of memory. TEST_CORES and TEST_MEMINFO exist so a test can check
+# the rule; TEST_WORKERS=N sets the count outright.
+TEST_WORKER_MIB := 2048
+TEST_CORES ?= $(shell nproc 2>/dev/null || echo 1)
+TEST_MEMINFO ?= /proc/meminfo
+TEST_WORKERS ?= $(shell awk -v cores=$(TEST_CORES) -v per=$(TEST_WORKER_MIB) \
+  '/^MemAvailable:/ {mem = int($$2 / 1024 / per)} END {w = (mem != "" && mem < cores) ? mem : cores; \
+  print (w < 1 ? 1 : w)}' $(TEST_MEMINFO) 2>/dev/null || echo $(TEST_CORES))
 XDIST := -n $(TEST_WORKERS) --dist loadfile
 test: $(STAMP)
 	@rc=0; \
