@@ -24,7 +24,7 @@ def _per_worker_mib() -> int:
     return int(m.group(1))
 
 
-def _workers(tmp_path: Path, **make_vars: str) -> int:
+def _workers(**make_vars: str) -> int:
     """The ``-n N`` of the first pass that ``make -n test`` prints with ``make_vars`` set."""
     args = ["make", "-n", "--no-print-directory", "test", "STAMP="] + [
         f"{k}={v}" for k, v in make_vars.items()
@@ -48,22 +48,22 @@ def _meminfo(tmp_path: Path, available_mib: float | None) -> str:
 
 def test_one_worker_per_core_when_memory_suffices(tmp_path):
     per = _per_worker_mib()
-    assert _workers(tmp_path, TEST_CORES="2", TEST_MEMINFO=_meminfo(tmp_path, 10 * per)) == 2
-    assert _workers(tmp_path, TEST_CORES="16", TEST_MEMINFO=_meminfo(tmp_path, 16 * per)) == 16
+    assert _workers(TEST_CORES="2", TEST_MEMINFO=_meminfo(tmp_path, 10 * per)) == 2
+    assert _workers(TEST_CORES="16", TEST_MEMINFO=_meminfo(tmp_path, 16 * per)) == 16
 
 
 def test_memory_caps_the_workers(tmp_path):
     per = _per_worker_mib()
     # a 64-core box with room for 5.9 workers gets 5, not 64
-    assert _workers(tmp_path, TEST_CORES="64", TEST_MEMINFO=_meminfo(tmp_path, 5.9 * per)) == 5
+    assert _workers(TEST_CORES="64", TEST_MEMINFO=_meminfo(tmp_path, 5.9 * per)) == 5
     # less than one worker's memory still runs the suite, on one
-    assert _workers(tmp_path, TEST_CORES="8", TEST_MEMINFO=_meminfo(tmp_path, per / 2)) == 1
+    assert _workers(TEST_CORES="8", TEST_MEMINFO=_meminfo(tmp_path, per / 2)) == 1
 
 
 def test_unknown_memory_falls_back_to_the_cores(tmp_path):
-    assert _workers(tmp_path, TEST_CORES="3", TEST_MEMINFO=_meminfo(tmp_path, None)) == 3
-    assert _workers(tmp_path, TEST_CORES="3", TEST_MEMINFO=str(tmp_path / "absent")) == 3
+    assert _workers(TEST_CORES="3", TEST_MEMINFO=_meminfo(tmp_path, None)) == 3
+    assert _workers(TEST_CORES="3", TEST_MEMINFO=str(tmp_path / "absent")) == 3
 
 
 def test_an_explicit_count_wins(tmp_path):
-    assert _workers(tmp_path, TEST_WORKERS="7", TEST_CORES="2", TEST_MEMINFO=_meminfo(tmp_path, 1)) == 7
+    assert _workers(TEST_WORKERS="7", TEST_CORES="2", TEST_MEMINFO=_meminfo(tmp_path, 1)) == 7
