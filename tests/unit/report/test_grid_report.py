@@ -219,6 +219,23 @@ def test_report_from_records_alone_equals_report_from_run_dirs(tmp_path):
     assert len(loaded) == 12 and not skipped
 
 
+def test_record_files_given_as_paths_are_read_without_a_warning_and_a_missing_path_is_named(tmp_path, caplog):
+    # `actorq report records/*envs_per_actor=1*.json` picks one cell out of a shared records folder.
+    out, runs = _grid(tmp_path)
+    for name, entry in runs.items():
+        write_record(out / name, out / RECORDS_DIR, entry["sweep"])
+        shutil.rmtree(out / name)
+    files = sorted((out / RECORDS_DIR).glob("int8*.json"))
+    assert files
+    with caplog.at_level("WARNING", logger="actorq.report.runs"):
+        loaded, skipped = load_runs(files)
+    assert len(loaded) == len(files) and not skipped
+    assert not caplog.records
+    with caplog.at_level("WARNING", logger="actorq.report.runs"):
+        load_runs([tmp_path / "no-such-run"])
+    assert any("no-such-run is neither a run directory" in r.getMessage() for r in caplog.records)
+
+
 def test_a_malformed_record_is_left_out_with_a_reason(tmp_path):
     records = tmp_path / RECORDS_DIR
     records.mkdir()
