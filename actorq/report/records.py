@@ -150,11 +150,15 @@ def record_to_run(record: Any, path: Path) -> RunData:
         raise ValueError(f"{path}: malformed run record ({type(exc).__name__}: {exc})") from None
 
 
+def _is_record_file(path: Path) -> bool:
+    return path.is_file() and path.suffix == ".json"
+
+
 def _record_files(paths: list[str | Path]) -> list[Path]:
     files: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_file() and path.suffix == ".json":
+        if _is_record_file(path):
             files.append(path)
         for folder in (path / RECORDS_DIR, path) if path.is_dir() else ():
             if folder.name == RECORDS_DIR and folder.is_dir():
@@ -192,7 +196,7 @@ def load_runs(paths: list[str | Path]) -> tuple[list[RunData], list[tuple[Path, 
     recorded, skipped = load_records(paths)
     runs: list[RunData] = list(recorded)
     have = {(r.path.parent.parent.resolve(), r.name) for r in recorded}
-    for path in discover(paths):
+    for path in discover([p for p in paths if not _is_record_file(Path(p))]):  # record files were read above
         if (path.parent.resolve(), path.name) in have:
             continue
         try:

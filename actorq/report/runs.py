@@ -78,10 +78,7 @@ class RunData:
 
 
 def discover(paths: list[str | Path]) -> list[Path]:
-    """Run directories under the given paths (each a run directory or a directory of them), sorted, unique.
-
-    A record file among the paths is not a run directory: :func:`actorq.report.records.load_records` reads it.
-    """
+    """Run directories under the given paths (each a run directory or a directory of them), sorted, unique."""
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
@@ -89,8 +86,8 @@ def discover(paths: list[str | Path]) -> list[Path]:
             found.append(path)
         elif path.is_dir():
             found += [p for p in sorted(path.iterdir()) if p.is_dir() and (p / "summary.json").is_file()]
-        elif not (path.is_file() and path.suffix == ".json"):  # a record file is read by records.load_records
-            log.warning("%s is neither a run directory, a directory of runs nor a run record (.json)", path)
+        else:
+            log.warning("%s is neither a run directory nor a directory of runs", path)
     unique: dict[Path, None] = {}
     for p in found:
         unique.setdefault(p.resolve(), None)
