@@ -26,7 +26,7 @@ from actorq.report.analysis import PROJECTION_K, TaskTable, build_tables
 from actorq.report.disturbance import disturbed_note
 from actorq.report.paired import AXES
 from actorq.report.plan_input import check_plans, load_plan
-from actorq.report.records import load_runs
+from actorq.report.records import describe_paths, load_runs
 from actorq.report.runs import split_label
 
 log = logging.getLogger(__name__)
@@ -276,7 +276,7 @@ def build_report(
     out.mkdir(parents=True, exist_ok=True)
     s = ["# ActorQ reproduction report\n"]
     s.append(
-        f"{len(runs)} runs from {', '.join(map(str, paths)) or '-'}; "
+        f"{len(runs)} runs from {describe_paths(paths)}; "
         f"{len(skipped)} left out{': ' if skipped else '.'}"
         + "; ".join(f"{p.name} ({why})" for p, why in skipped)
         + "\n"

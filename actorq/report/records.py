@@ -154,6 +154,29 @@ def _is_record_file(path: Path) -> bool:
     return path.is_file() and path.suffix == ".json"
 
 
+def describe_paths(paths: list[str | Path]) -> str:
+    """The report's name for what it read, one entry per path or per folder of record files.
+
+    Each path is named as given, except that three or more record files of one folder (a shell glob such as
+    ``records/*envs_per_actor=1*.json`` lists each) become one entry naming the folder, the count and the first and
+    last file: the report's first line stays readable, and the files are listed in its per-run tables anyway.
+    """
+    groups: dict[tuple[bool, Path], list[Path]] = {}
+    for raw in paths:
+        path = Path(raw)
+        is_file = _is_record_file(path)
+        groups.setdefault((is_file, path.parent if is_file else path), []).append(path)
+    parts: list[str] = []
+    for (is_file, folder), members in groups.items():
+        if is_file and len(members) >= 3:
+            parts.append(
+                f"{len(members)} record files in {folder} ({members[0].name} ... {members[-1].name})"
+            )
+        else:
+            parts += [str(m) for m in members]
+    return ", ".join(parts) or "-"
+
+
 def _record_files(paths: list[str | Path]) -> list[Path]:
     files: list[Path] = []
     for raw in paths:

@@ -14,7 +14,7 @@ from actorq.report import markdown as md
 from actorq.report.analysis import build_tables
 from actorq.report.cli import build_report
 from actorq.report.grid_md import is_faster
-from actorq.report.records import RECORDS_DIR, load_records, load_runs, write_record
+from actorq.report.records import RECORDS_DIR, describe_paths, load_records, load_runs, write_record
 from actorq.status import LearnerStatus, ReplayStatus, write_status
 from tests.unit.report.synthetic import START, make_run, ramp_returns
 
@@ -234,6 +234,11 @@ def test_record_files_given_as_paths_are_read_without_a_warning_and_a_missing_pa
     with caplog.at_level("WARNING", logger="actorq.report.runs"):
         load_runs([tmp_path / "no-such-run"])
     assert any("no-such-run is neither a run directory" in r.getMessage() for r in caplog.records)
+    # The report names the folder once, not each file of the glob; a directory or a pair of files is named as given.
+    named = describe_paths(files)
+    assert named == f"{len(files)} record files in {files[0].parent} ({files[0].name} ... {files[-1].name})"
+    assert len(files) >= 3 and str(files[1]) not in named
+    assert describe_paths([out, *files[:2]]) == ", ".join(map(str, [out, *files[:2]]))
 
 
 def test_a_malformed_record_is_left_out_with_a_reason(tmp_path):
