@@ -241,6 +241,9 @@ ACTORBOUND_TASKS = dqn_cartpole:configs/dqn/gym_cartpole.yaml $(if $(REPRODUCE_S
 # evaluations under each design tried, and no Acrobot run is counted before the design is written into the grid
 # file. ACTORBOUND_EXPERIMENTS= (empty) runs every experiment of the file.
 ACTORBOUND_EXPERIMENTS ?= dqn_cartpole_env1,dqn_cartpole_env8
+# ACTORBOUND_BUDGET_SCALE=X: `actorq grid --budget-scale X`, every budget times X, for a CPU slower than the one the
+# grid file's budgets were sized for (X = that machine's planned fp32 env steps/s / this one's; the Zen 3's 1.7).
+ACTORBOUND_BUDGET_SCALE ?=
 reproduce-cpu-actorbound: $(STAMP)
 	@grep -m1 'model name' /proc/cpuinfo; nproc
 	@set -u; status=0; plans=""; \
@@ -253,6 +256,7 @@ reproduce-cpu-actorbound: $(STAMP)
 	done; \
 	$(VENV)/bin/actorq grid $(ACTORBOUND_GRID) \
 	  $(if $(REPRODUCE_SUBSET),--subset subset,$(if $(ACTORBOUND_EXPERIMENTS),--experiments $(ACTORBOUND_EXPERIMENTS))) \
+	  $(if $(ACTORBOUND_BUDGET_SCALE),--budget-scale $(ACTORBOUND_BUDGET_SCALE)) \
 	  --out $(ACTORBOUND_OUT) $${recs:+--records $$recs} || status=$$?; \
 	[ $$status -eq 130 ] && { echo "interrupted: run the same make command again to resume"; exit 130; }; \
 	for tc in $(ACTORBOUND_TASKS); do \
