@@ -50,8 +50,10 @@ def _calls(tmp_path: Path, **make_vars: str) -> dict[str, list[list[str]]]:
     args = ["make", "--no-print-directory", "reproduce-cpu-actorbound", "STAMP=", f"VENV={venv}"]
     args += [f"ACTORBOUND_RECORDS={tmp_path / 'records'}", f"ACTORBOUND_OUT={tmp_path / 'out'}"]
     args += [f"{k}={v}" for k, v in make_vars.items()]
+    # `make test` runs this under make: its MAKEFLAGS (e.g. -n, -k) must not reach the recipe run here.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     done = subprocess.run(
-        args, cwd=ROOT, capture_output=True, text=True, timeout=60, env={**os.environ, "ACTORQ_LOG": str(log)}
+        args, cwd=ROOT, capture_output=True, text=True, timeout=60, env={**env, "ACTORQ_LOG": str(log)}
     )
     assert done.returncode == 0, done.stdout + done.stderr
     calls: dict[str, list[list[str]]] = {}
