@@ -32,7 +32,7 @@ help:
 	@echo "make reproduce  the paper's experiments (hours)"
 	@echo "make reproduce-cpu  Table 2 on this CPU, resumable: issue 20's learner-bound grid (reproduce-cpu-learnerbound,"
 	@echo "                ~16 h) and issue 34's actor-bound one (reproduce-cpu-actorbound: learner and actor on their own"
-	@echo "                cores, spi 0.25; its CartPole cells, <= 15 h, until Acrobot's design is decided: ACTORBOUND_EXPERIMENTS);"
+	@echo "                cores, spi 0.25, ~57.5 h; ACTORBOUND_EXPERIMENTS=NAMES runs only some of its cells);"
 	@echo "                REPRODUCE_SUBSET=1 or reproduce-cpu-subset: the actor-bound subset (~86 min)"
 	@echo "make reproduce-qat  issue 37's QAT study, reports/studies/qat_recipe: fp32 vs PTQ vs fine-tuned QAT at 8-2 bits,"
 	@echo "                10 seeds, resumable (runs the cells without a record, then re-renders its report). From empty,"
@@ -236,11 +236,9 @@ ACTORBOUND_RECORDS ?=
 # the learner's capacity C and the actors' supply from it: no run of this grid has a never-starved learner, so without a plan the predicted
 # speed-up would be "-". A plan made on another machine or for another config is refused by the report.
 ACTORBOUND_TASKS = dqn_cartpole:configs/dqn/gym_cartpole.yaml $(if $(REPRODUCE_SUBSET),,dqn_acrobot:configs/dqn/gym_acrobot.yaml)
-# The grid file's experiments to run. Acrobot's cells wait for their exploration design: its pilots on the Zen 3
-# (reports/experiments/table2-actorbound/README.md, "Acrobot on the Zen 3") found the greedy policy at -500 in 4 of 5
-# evaluations under each design tried, and no Acrobot run is counted before the design is written into the grid
-# file. ACTORBOUND_EXPERIMENTS= (empty) runs every experiment of the file.
-ACTORBOUND_EXPERIMENTS ?= dqn_cartpole_env1,dqn_cartpole_env8
+# ACTORBOUND_EXPERIMENTS=NAMES (comma-separated, e.g. dqn_cartpole_env1,dqn_cartpole_env8): run only these
+# experiments of the grid file (`actorq grid --experiments`); empty runs every one.
+ACTORBOUND_EXPERIMENTS ?=
 # ACTORBOUND_BUDGET_SCALE=X: `actorq grid --budget-scale X`, every budget times X, for a CPU slower than the one the
 # grid file's budgets were sized for (X = that machine's planned fp32 env steps/s / this one's; the Zen 3's 1.7).
 ACTORBOUND_BUDGET_SCALE ?=

@@ -63,12 +63,12 @@ def _calls(tmp_path: Path, **make_vars: str) -> dict[str, list[list[str]]]:
     return calls
 
 
-def test_by_default_only_the_cartpole_cells_run_and_the_report_gets_only_their_plan(tmp_path):
-    calls = _calls(tmp_path)
+def test_named_experiments_run_and_the_report_gets_only_the_plans_of_tasks_with_records(tmp_path):
+    calls = _calls(tmp_path, ACTORBOUND_EXPERIMENTS="dqn_cartpole_env1,dqn_cartpole_env8")
     # Every task is planned before the grid (Acrobot's plan too: made before any of its runs, kept for later)...
     planned = [argv[0] for argv in calls["plan"]]
     assert planned == ["configs/dqn/gym_cartpole.yaml", "configs/dqn/gym_acrobot.yaml"]
-    # ... but the grid runs only the CartPole cells while Acrobot's design is undecided, at the file's budgets.
+    # ... the grid runs the experiments named, at the file's budgets.
     (grid,) = calls["grid"]
     assert grid[grid.index("--experiments") + 1] == "dqn_cartpole_env1,dqn_cartpole_env8"
     assert "--budget-scale" not in grid
@@ -78,7 +78,7 @@ def test_by_default_only_the_cartpole_cells_run_and_the_report_gets_only_their_p
     assert plans == [str(tmp_path / "records" / "fake-slug" / "plan-dqn_cartpole.json")]
 
 
-def test_every_experiment_and_a_budget_scale_on_request(tmp_path):
-    (grid,) = _calls(tmp_path, ACTORBOUND_EXPERIMENTS="", ACTORBOUND_BUDGET_SCALE="1.7")["grid"]
+def test_by_default_every_experiment_and_a_budget_scale_on_request(tmp_path):
+    (grid,) = _calls(tmp_path, ACTORBOUND_BUDGET_SCALE="1.7")["grid"]
     assert "--experiments" not in grid
     assert grid[grid.index("--budget-scale") + 1] == "1.7"
