@@ -207,11 +207,21 @@ def read_bandwidth_gbs(nbytes: int, repeats: int = 7, max_seconds: float = 0.5) 
     return float(buf.nbytes / np.median(times) / 1e9)
 
 
-def hardware_record(weight_bytes: int | None = None) -> dict[str, Any]:
-    """:func:`cpu_info` plus measured read bandwidth: at ``weight_bytes`` (when given) and from DRAM (256 MiB)."""
-    record = dict(cpu_info())
-    record["dram_read_gbs"] = round(read_bandwidth_gbs(256 << 20, repeats=5), 2)
+def bandwidth_record(weight_bytes: int | None = None) -> dict[str, Any]:
+    """Read bandwidth measured now: ``dram_read_gbs`` (256 MiB) and, when ``weight_bytes`` is given,
+    ``weights_read_gbs`` at that working set (with ``weights_read_bytes``).
+
+    On a cloud VM the DRAM figure changes between days with the host's other tenants (a Zen 3 read 8-13 GB/s one
+    day and 17.6 the next), and a batch-1 forward whose weights exceed the L3 runs at its speed: a figure timed on
+    one day carries the bandwidth it was timed at, so another day's can be compared with it.
+    """
+    record: dict[str, Any] = {"dram_read_gbs": round(read_bandwidth_gbs(256 << 20, repeats=5), 2)}
     if weight_bytes:
         record["weights_read_gbs"] = round(read_bandwidth_gbs(weight_bytes), 2)
         record["weights_read_bytes"] = int(weight_bytes)
     return record
+
+
+def hardware_record(weight_bytes: int | None = None) -> dict[str, Any]:
+    """:func:`cpu_info` plus :func:`bandwidth_record`."""
+    return {**cpu_info(), **bandwidth_record(weight_bytes)}

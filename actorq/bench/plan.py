@@ -39,7 +39,8 @@ from actorq.bench.plan_model import (
     spi_grid,
 )
 from actorq.bench.plan_side import step_limit
-from actorq.config import PRECISIONS, ConfigError, load_config, to_dict
+from actorq.config import BYTES_PER_WEIGHT, PRECISIONS, ConfigError, load_config, to_dict
+from actorq.hardware import bandwidth_record
 from actorq.report.plan_input import network_sizes
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,9 @@ def _main(args: argparse.Namespace) -> int:
     # Found before any timing: a task without a step limit cannot be planned beside an evaluator.
     eval_steps = step_limit(config) if args.learner_steps_per_s is None else 0
     started = time.perf_counter()
+    # Before any timing, on the idle machine, as each run's actor measures it as it starts: the report compares the
+    # two (fp32 actors whose weights exceed the L3 run at the memory's speed, which a cloud VM's neighbours change).
+    memory = bandwidth_record(plan_measure.policy_spec(config).weight_count() * BYTES_PER_WEIGHT[BASE])
     kernels, failed = plan_measure.verify_kernels(config, precisions, envs, KERNEL_BUDGET_S[args.quick])
     if BASE in failed:
         raise ConfigError(f"no fp32 kernel verifies on this CPU, so nothing can be compared: {failed[BASE]}")
@@ -132,10 +136,11 @@ def _main(args: argparse.Namespace) -> int:
         [format_kernels(kernels), format_measured(measured), format_predictions(predictions),
          format_recommendation(choice, config.replay.samples_per_insert)]
     )  # fmt: skip
-    cpu = machine_info()
+    cpu = {**machine_info(), **memory}
     sys.stdout.write(f"{text}\n" + "".join(n + "\n" for n in notes))
     sys.stdout.write(
-        f"CPU: {cpu['cpu']} ({cpu['cpus']} cores); plan took {time.perf_counter() - started:.0f}s\n"
+        f"CPU: {cpu['cpu']} ({cpu['cpus']} cores; L3 {_mb(cpu.get('l3_bytes'))}); {memory_line(memory)}; "
+        f"plan took {time.perf_counter() - started:.0f}s\n"
     )
     if args.json_path:
         meta = {
@@ -154,6 +159,18 @@ def _main(args: argparse.Namespace) -> int:
         plot(predictions, Path(args.plot_path), f"{config.env.task}, {cpu['cpu']}")
         sys.stdout.write(f"wrote {args.plot_path}\n")
     return 0
+
+
+def _mb(nbytes: int | None) -> str:
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes else "? MiB"
+
+
+def memory_line(memory: dict[str, Any]) -> str:
+    """``read bandwidth: DRAM X GB/s, Y GB/s at the fp32 policy's N MB``: what the plan's actors were timed at."""
+    return (
+        f"read bandwidth: DRAM {memory['dram_read_gbs']:.1f} GB/s, {memory['weights_read_gbs']:.1f} GB/s at the fp32 "
+        f"policy's {_mb(memory['weights_read_bytes'])} (one core, before timing)"
+    )
 
 
 def format_kernels(kernels: dict[str, dict[int, Any]]) -> str:

@@ -65,18 +65,13 @@ class Timing:
     repeats: int
 
 
-def verify_kernels(config: ExperimentConfig, precisions: list[str], envs: list[int], budget_s: float):
-    """Verify every kernel of each precision at each batch (environments per actor) for the config's policy.
-
-    Returns:
-        ``({precision: {envs: Selection.to_json()}}, {precision: why it has no kernel})``; a precision without a
-        verified kernel on this CPU is left out of the plan with its reason.
-    """
-    from actorq.actors.kernels import KernelVerificationError, PolicySpec, select_kernel
+def policy_spec(config: ExperimentConfig):
+    """The config's actor network as a :class:`actorq.actors.kernels.PolicySpec` (its task's sizes)."""
+    from actorq.actors.kernels import PolicySpec
     from actorq.envs import environment_spec
 
     spec_env = environment_spec(config.env)
-    spec = PolicySpec.build(
+    return PolicySpec.build(
         config.algorithm,
         spec_env.obs_dim,
         spec_env.num_actions,
@@ -84,6 +79,18 @@ def verify_kernels(config: ExperimentConfig, precisions: list[str], envs: list[i
         spec_env.action_low,
         spec_env.action_high,
     )
+
+
+def verify_kernels(config: ExperimentConfig, precisions: list[str], envs: list[int], budget_s: float):
+    """Verify every kernel of each precision at each batch (environments per actor) for the config's policy.
+
+    Returns:
+        ``({precision: {envs: Selection.to_json()}}, {precision: why it has no kernel})``; a precision without a
+        verified kernel on this CPU is left out of the plan with its reason.
+    """
+    from actorq.actors.kernels import KernelVerificationError, select_kernel
+
+    spec = policy_spec(config)
     chosen: dict[str, dict[int, Any]] = {}
     failed: dict[str, str] = {}
     for precision in precisions:

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from actorq.bench.common import interleave, write_json
+from actorq.config import BYTES_PER_WEIGHT
 from actorq.hardware import cpu_summary, hardware_record, read_bandwidth_gbs
 
 logger = logging.getLogger(__name__)
@@ -45,7 +46,6 @@ EVICT_BYTES = 64 << 20
 """Written before each cold call: 4x the largest L3 these machines have, so no weight stays cached."""
 COLD = "1c"
 """The cold batch-1 cell's key (``batch`` 1 in records, with ``cold`` true)."""
-BYTES_PER_WEIGHT = {"fp32": 4, "fp16": 2, "int8": 1}
 NATURAL_BITS = {"fp32": (32,), "fp16": (16,), "int8": (8, 4)}
 
 

@@ -30,6 +30,7 @@ from actorq.config.loading import (
 )
 from actorq.config.schema import (
     AUTO_COMM_BITS,
+    BYTES_PER_WEIGHT,
     COMM_BITS,
     GYM_TASKS,
     KERNELS,
@@ -56,6 +57,7 @@ __all__ = [
     "GYM_TASKS",
     "KERNELS",
     "LAUNCHERS",
+    "BYTES_PER_WEIGHT",
     "PRECISIONS",
     "SUITES",
     "ActorConfig",

@@ -12,6 +12,9 @@ from typing import Any
 PRECISIONS = ("fp32", "fp16", "int8")
 """Actor inference precisions (``actor.precision`` also takes ``auto``: the fastest that verifies, see KERNELS)."""
 
+BYTES_PER_WEIGHT = {"fp32": 4, "fp16": 2, "int8": 1}
+"""Bytes of one weight at each actor precision: what a batch-1 forward reads per weight."""
+
 KERNELS = {
     "fp32": ("torch", "ort"),
     "fp16": ("fbgemm", "half"),

@@ -22,7 +22,7 @@ from actorq.report.measure import (
     rates,
 )
 from actorq.report.paired import PairedReward, paired_reward
-from actorq.report.plan_input import Plan, given_for
+from actorq.report.plan_input import Plan, given_for, memory_note
 from actorq.report.regime import assess, predicted_speedup
 from actorq.report.runs import RunData, split_label
 from actorq.usage import CliError
@@ -55,6 +55,8 @@ class TaskTable:
     """k, the evaluations the threshold smooths over (and the final reward averages)."""
     plans: tuple[str, ...] = ()
     """The plans (``actorq report --plan``) of this task, by name: the tables then say per cell where C came from."""
+    plan_notes: tuple[str, ...] = ()
+    """Caveats about this task's plans (:func:`actorq.report.plan_input.memory_note`), printed under the machine."""
     fixed_threshold: bool = False
     """Whether the threshold is the runs' ``target_return`` (fixed before they ran), not derived from their returns."""
 
@@ -246,6 +248,7 @@ def build_tables(
         table = TaskTable(
             task, best, max(raw) if raw else None, threshold, threshold_source, by_label, window=k,
             plans=tuple(p.name for p in plans if p.task == task), fixed_threshold=target is not None,
+            plan_notes=tuple(note for p in plans if p.task == task if (note := memory_note(p, group))),
         )  # fmt: skip
         swept = {key for r in group for key in r.sweep}
         table.config_differences = {

@@ -52,6 +52,7 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
         diffs = "; ".join(f"`{k}`: {', '.join(v)}" for k, v in t.config_differences.items())
         s.append(f"**Caveat: these runs differ in more than precision and seed** ({diffs}).\n")
     s += machines.hardware_lines(t)
+    s += list(t.plan_notes)
     mixed = machines.mixed_machines_note(t)
     s += [mixed] if mixed else []
     note = md.untrained_note(t)

@@ -41,10 +41,17 @@ def hardware_lines(t: TaskTable) -> list[str]:
         lines.append(
             f"{name} ({len(members)} runs): {hw.get('model', '?')}, {hw.get('cores', '?')} cores ({flags}); "
             f"L3 {hw.get('l3_bytes')} B; read bandwidth {md.fmt(stats.plain_median(weights).median, 2)} GB/s at the "
-            f"policy's weight size, {md.fmt(stats.plain_median(dram).median, 2)} GB/s from DRAM (medians over runs); "
+            f"policy's weight size, {md.fmt(stats.plain_median(dram).median, 2)} GB/s from DRAM (medians over runs"
+            f"{_range(dram)}); "
             f"actor kernels: {', '.join(sorted(kernels)) or 'not recorded'}.\n"
         )
     return lines
+
+
+def _range(values: list) -> str:
+    """``; DRAM lo-hi`` when the runs' DRAM bandwidths differ (a cloud VM's changes between days), else empty."""
+    known = [v for v in values if v is not None]
+    return f"; DRAM {min(known):.2f}-{max(known):.2f} GB/s" if known and min(known) != max(known) else ""
 
 
 def mixed_machines_note(t: TaskTable) -> str:

@@ -39,6 +39,10 @@ PLAN_KIND = "plan"
 """``kind`` of an ``actorq plan --json`` document."""
 MAX_NAMED = 3
 """Runs named in a refusal (then how many more)."""
+MEMORY_TOLERANCE = 1.25
+"""DRAM read bandwidths further apart than this ratio (either way), a plan's and a run's, or two runs' when the plan
+recorded none, draw the report's memory caveat: the day's bandwidth sets fp32's speed where its weights exceed
+the L3 (a Zen 3 VM read 8-13 GB/s on the day its plans were made and 17.6 GB/s the next)."""
 
 
 class PlanError(CliError):
@@ -274,3 +278,50 @@ def given_for(plans: Sequence[Plan], run: RunData) -> Given | None:
         plan=plan.name,
     )
     return Given(capacity, None)
+
+
+def memory_note(plan: Plan, runs: Sequence[RunData]) -> str:
+    """A caveat when ``plan`` timed its actors at another memory bandwidth than its task's ``runs`` ran at (their
+    actors' ``summary.hardware.dram_read_gbs``), or recorded none while the runs' own differ by more than
+    :data:`MEMORY_TOLERANCE`; empty otherwise, or when no run recorded its bandwidth."""
+    mine = [r for r in runs if r.task == plan.task]
+    dram = sorted(
+        float(h["dram_read_gbs"]) for r in mine if (h := r.summary.get("hardware") or {}).get("dram_read_gbs")
+    )
+    if not dram:
+        return ""
+    spread = f"{dram[0]:.1f}-{dram[-1]:.1f} GB/s, median {statistics.median(dram):.1f}, over {len(dram)} runs"
+    own = plan.machine.get("dram_read_gbs")
+    if own:
+        apart = [d for d in dram if max(d / own, own / d) > MEMORY_TOLERANCE]
+        if not apart:
+            return ""
+        what = (
+            f"{plan.path} timed its actors at a DRAM read bandwidth of {own:.1f} GB/s, and {len(apart)} of the "
+            f"{len(dram)} runs measured more than {MEMORY_TOLERANCE:g}x away from it ({spread})"
+        )
+    elif dram[-1] / dram[0] > MEMORY_TOLERANCE:
+        what = (
+            f"the runs' DRAM read bandwidth spans {spread}, and {plan.path} recorded none (plans measure it since "
+            "2026-11-29), so whether it timed its actors at the runs' bandwidth cannot be checked"
+        )
+    else:
+        return ""
+    return (
+        f"**Caveat: memory bandwidth.** {what}. {_streaming(mine)}The plan's predicted speed-ups are for the "
+        "bandwidth it ran at; `actorq plan` at the runs' bandwidth gives theirs.\n"
+    )
+
+
+def _streaming(runs: Sequence[RunData]) -> str:
+    """Where fp32 runs' weights exceed their L3: a sentence saying fp32's speed follows the memory's."""
+    for run in runs:
+        h = run.summary.get("hardware") or {}
+        weights, l3 = h.get("weights_read_bytes"), h.get("l3_bytes")
+        if run.precision == "fp32" and weights and l3 and weights > l3:
+            return (
+                f"fp32 actors read their {weights / 2**20:.1f} MiB of weights from memory at every batch-1 forward "
+                f"(the L3 holds {l3 / 2**20:.1f} MiB), so fp32's env steps/s, and each speed-up over it, follow the "
+                "bandwidth. "
+            )
+    return ""

@@ -15,7 +15,7 @@ import numpy as np
 
 from actorq.actors.policy import ActorPolicy
 from actorq.algorithms import Algorithm
-from actorq.config import ExperimentConfig
+from actorq.config import BYTES_PER_WEIGHT, ExperimentConfig
 from actorq.envs import environment_spec
 from actorq.hardware import hardware_record
 
@@ -45,10 +45,11 @@ def build_policy(config: ExperimentConfig, precision: str | None = None, batch: 
 
 def write_kernel_record(directory: Path, policy: ActorPolicy) -> None:
     """``kernel.json`` in a role's directory: the kernel choice, its error and time, rejections, and the CPU."""
-    bytes_per_weight = {"fp32": 4, "fp16": 2, "int8": 1}[policy.precision]
     record = {
         **policy.selection.to_json(),
-        "hardware": hardware_record(weight_bytes=policy.spec.weight_count() * bytes_per_weight),
+        "hardware": hardware_record(
+            weight_bytes=policy.spec.weight_count() * BYTES_PER_WEIGHT[policy.precision]
+        ),
     }
     tmp = directory / "kernel.json.tmp"
     tmp.write_text(json.dumps(record, indent=1))

@@ -56,7 +56,12 @@ def test_plan_quick_times_every_split_and_names_a_setting_the_config_accepts(tmp
         )
     # What `actorq report --plan` reads: the network sizes the runs must match, every measurement.
     assert meta["layers"] == {"policy_layers": [64, 64]}
+    # The memory bandwidth the actors were timed at (the report compares it with the runs'): CartPole's 4 inputs,
+    # 64x64 and 2 outputs are 4,480 fp32 weights.
+    assert meta["machine"]["dram_read_gbs"] > 0 and meta["machine"]["weights_read_bytes"] == 4480 * 4
+    assert "read bandwidth: DRAM" in result.stdout
     plan = load_plan(out)
+    assert plan.machine["dram_read_gbs"] == meta["machine"]["dram_read_gbs"]
     assert plan.task == "gym:CartPole-v1" and len(plan.cells) == len(meta["measurements"])
     # Every measurement at every spi (the config's 8 is in the list), each against fp32 at its own setting.
     assert len(doc["summary"]) == len(cells) * 2

@@ -136,6 +136,55 @@ def test_the_report_names_where_c_came_from_per_cell(tmp_path):
     assert "capacity_from" not in (tmp_path / "bare" / "report.json").read_text()
 
 
+def _set_dram(runs: Path, gbs: dict[str, float]) -> None:
+    """Give the named runs (``fp32-s0``...) their actors' measured DRAM bandwidth, and fp32's weights beside L3."""
+    for name, value in gbs.items():
+        path = runs / name / "summary.json"
+        summary = json.loads(path.read_text())
+        precision = summary["precision"]
+        summary["hardware"] = {
+            **summary["hardware"], "dram_read_gbs": value,
+            "weights_read_bytes": 33_628_160 // (1 if precision == "fp32" else 4),
+        }  # fmt: skip
+        path.write_text(json.dumps(summary))
+
+
+def test_a_plan_timed_at_another_memory_bandwidth_than_its_runs_is_named(tmp_path):
+    runs = grid(tmp_path / "runs", seeds=2)
+    names = [f"{p}-s{s}" for p in ("fp32", "int8") for s in range(2)]
+    _set_dram(runs, dict.fromkeys(names, 17.6))
+    # The plan read 9.0 GB/s: every run is ~2x away from it, and fp32's 32.1 MiB of weights exceed the 32 MiB L3.
+    slow = write_plan(tmp_path / "slow.json", machine={**ZEN4, "dram_read_gbs": 9.0})
+    text = build_report([str(runs)], tmp_path / "out", plans=[str(slow)]).read_text()
+    assert "**Caveat: memory bandwidth.**" in text
+    assert f"{slow} timed its actors at a DRAM read bandwidth of 9.0 GB/s, and 4 of the 4 runs" in text
+    assert "(17.6-17.6 GB/s, median 17.6, over 4 runs)" in text
+    assert (
+        "fp32 actors read their 32.1 MiB of weights from memory at every batch-1 forward (the L3 holds 32.0 MiB)"
+        in text
+    )
+    # A plan at the runs' bandwidth (within 1.25x of every run): nothing to say.
+    near = write_plan(tmp_path / "near.json", machine={**ZEN4, "dram_read_gbs": 15.0})
+    assert (
+        "Caveat: memory bandwidth"
+        not in build_report([str(runs)], tmp_path / "o2", plans=[str(near)]).read_text()
+    )
+    # A plan that recorded none (made before plans measured it): named only when the runs' own bandwidths differ.
+    old = write_plan(tmp_path / "old.json")
+    assert (
+        "Caveat: memory bandwidth"
+        not in build_report([str(runs)], tmp_path / "o3", plans=[str(old)]).read_text()
+    )
+    _set_dram(runs, {"fp32-s1": 9.3, "int8-s1": 9.3})
+    text = build_report([str(runs)], tmp_path / "o4", plans=[str(old)]).read_text()
+    assert "the runs' DRAM read bandwidth spans 9.3-17.6 GB/s, median 13.5, over 4 runs" in text
+    assert f"{old} recorded none" in text
+    assert "DRAM 9.30-17.60 GB/s" in text  # the machine line gives the runs' range beside the median
+    # Without --plan the range is still on the machine line, and no caveat (there is no prediction to qualify).
+    bare = build_report([str(runs)], tmp_path / "o5").read_text()
+    assert "DRAM 9.30-17.60 GB/s" in bare and "Caveat: memory bandwidth" not in bare
+
+
 def test_runs_the_plan_did_not_time_keep_c_from_the_runs(tmp_path):
     plan = write_plan(tmp_path / "plan.json")
     # 4 envs per actor: the plan timed 1 and 8, so C is the median of its split's measurements beside the same
