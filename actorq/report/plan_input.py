@@ -282,8 +282,9 @@ def given_for(plans: Sequence[Plan], run: RunData) -> Given | None:
 
 def memory_note(plan: Plan, runs: Sequence[RunData]) -> str:
     """A caveat when ``plan`` timed its actors at another memory bandwidth than its task's ``runs`` ran at (their
-    actors' ``summary.hardware.dram_read_gbs``), or recorded none while the runs' own differ by more than
-    :data:`MEMORY_TOLERANCE`; empty otherwise, or when no run recorded its bandwidth."""
+    actors' ``summary.hardware.dram_read_gbs``), or recorded none while the bandwidth matters to the runs (their
+    fp32 weights exceed the L3, or their own bandwidths differ by more than :data:`MEMORY_TOLERANCE`); empty
+    otherwise, or when no run recorded its bandwidth."""
     mine = [r for r in runs if r.task == plan.task]
     dram = sorted(
         float(h["dram_read_gbs"]) for r in mine if (h := r.summary.get("hardware") or {}).get("dram_read_gbs")
@@ -291,7 +292,7 @@ def memory_note(plan: Plan, runs: Sequence[RunData]) -> str:
     if not dram:
         return ""
     spread = f"{dram[0]:.1f}-{dram[-1]:.1f} GB/s, median {statistics.median(dram):.1f}, over {len(dram)} runs"
-    own = plan.machine.get("dram_read_gbs")
+    own, streaming = plan.machine.get("dram_read_gbs"), _streaming(mine)
     if own:
         apart = [d for d in dram if max(d / own, own / d) > MEMORY_TOLERANCE]
         if not apart:
@@ -300,15 +301,15 @@ def memory_note(plan: Plan, runs: Sequence[RunData]) -> str:
             f"{plan.path} timed its actors at a DRAM read bandwidth of {own:.1f} GB/s, and {len(apart)} of the "
             f"{len(dram)} runs measured more than {MEMORY_TOLERANCE:g}x away from it ({spread})"
         )
-    elif dram[-1] / dram[0] > MEMORY_TOLERANCE:
+    elif streaming or dram[-1] / dram[0] > MEMORY_TOLERANCE:
         what = (
-            f"the runs' DRAM read bandwidth spans {spread}, and {plan.path} recorded none (plans measure it since "
-            "2026-11-29), so whether it timed its actors at the runs' bandwidth cannot be checked"
+            f"{plan.path} recorded no memory bandwidth (plans measure it since 2026-11-29), so whether it timed its "
+            f"actors at the runs' ({spread}) cannot be checked"
         )
     else:
         return ""
     return (
-        f"**Caveat: memory bandwidth.** {what}. {_streaming(mine)}The plan's predicted speed-ups are for the "
+        f"**Caveat: memory bandwidth.** {what}. {streaming}The plan's predicted speed-ups are for the "
         "bandwidth it ran at; `actorq plan` at the runs' bandwidth gives theirs.\n"
     )
 

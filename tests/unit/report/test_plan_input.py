@@ -136,15 +136,16 @@ def test_the_report_names_where_c_came_from_per_cell(tmp_path):
     assert "capacity_from" not in (tmp_path / "bare" / "report.json").read_text()
 
 
-def _set_dram(runs: Path, gbs: dict[str, float]) -> None:
-    """Give the named runs (``fp32-s0``...) their actors' measured DRAM bandwidth, and fp32's weights beside L3."""
+def _set_dram(runs: Path, gbs: dict[str, float], fp32_bytes: int = 33_628_160) -> None:
+    """Give the named runs (``fp32-s0``...) their actors' measured DRAM bandwidth and weight bytes (default: the
+    3x2048 policy's, 32.1 MiB in fp32, over the 32 MiB L3 of :data:`ZEN4`)."""
     for name, value in gbs.items():
         path = runs / name / "summary.json"
         summary = json.loads(path.read_text())
         precision = summary["precision"]
         summary["hardware"] = {
             **summary["hardware"], "dram_read_gbs": value,
-            "weights_read_bytes": 33_628_160 // (1 if precision == "fp32" else 4),
+            "weights_read_bytes": fp32_bytes // (1 if precision == "fp32" else 4),
         }  # fmt: skip
         path.write_text(json.dumps(summary))
 
@@ -169,16 +170,19 @@ def test_a_plan_timed_at_another_memory_bandwidth_than_its_runs_is_named(tmp_pat
         "Caveat: memory bandwidth"
         not in build_report([str(runs)], tmp_path / "o2", plans=[str(near)]).read_text()
     )
-    # A plan that recorded none (made before plans measured it): named only when the runs' own bandwidths differ.
+    # A plan that recorded none (made before plans measured it): named where the bandwidth matters to the runs,
+    # i.e. fp32's weights exceed the L3 or the runs' own bandwidths differ by more than 1.25x.
     old = write_plan(tmp_path / "old.json")
-    assert (
-        "Caveat: memory bandwidth"
-        not in build_report([str(runs)], tmp_path / "o3", plans=[str(old)]).read_text()
-    )
-    _set_dram(runs, {"fp32-s1": 9.3, "int8-s1": 9.3})
+    text = build_report([str(runs)], tmp_path / "o3", plans=[str(old)]).read_text()
+    assert f"{old} recorded no memory bandwidth (plans measure it since 2026-11-29)" in text
+    assert "fp32 actors read their 32.1 MiB" in text
+    _set_dram(runs, dict.fromkeys(names, 17.6), fp32_bytes=1_000_000)  # a policy the L3 holds, one bandwidth
+    text = build_report([str(runs)], tmp_path / "o6", plans=[str(old)]).read_text()
+    assert "Caveat: memory bandwidth" not in text
+    _set_dram(runs, {"fp32-s1": 9.3, "int8-s1": 9.3}, fp32_bytes=1_000_000)
     text = build_report([str(runs)], tmp_path / "o4", plans=[str(old)]).read_text()
-    assert "the runs' DRAM read bandwidth spans 9.3-17.6 GB/s, median 13.5, over 4 runs" in text
-    assert f"{old} recorded none" in text
+    assert "cannot be checked" in text and "(9.3-17.6 GB/s, median 13.5, over 4 runs)" in text
+    assert "fp32 actors read their" not in text
     assert "DRAM 9.30-17.60 GB/s" in text  # the machine line gives the runs' range beside the median
     # Without --plan the range is still on the machine line, and no caveat (there is no prediction to qualify).
     bare = build_report([str(runs)], tmp_path / "o5").read_text()
