@@ -321,8 +321,8 @@ def _streaming(runs: Sequence[RunData]) -> str:
         weights, l3 = h.get("weights_read_bytes"), h.get("l3_bytes")
         if run.precision == "fp32" and weights and l3 and weights > l3:
             return (
-                f"fp32 actors read their {weights / 2**20:.1f} MiB of weights from memory at every batch-1 forward "
-                f"(the L3 holds {l3 / 2**20:.1f} MiB), so fp32's env steps/s, and each speed-up over it, follow the "
-                "bandwidth. "
+                f"fp32 actors' weights ({weights / 2**20:.2f} MiB) do not fit in the L3 ({l3 / 2**20:.2f} MiB), so "
+                "each batch-1 forward reads them from memory, and fp32's env steps/s, and each speed-up over it, "
+                "follow the bandwidth. "
             )
     return ""

@@ -161,8 +161,8 @@ def test_a_plan_timed_at_another_memory_bandwidth_than_its_runs_is_named(tmp_pat
     assert f"{slow} timed its actors at a DRAM read bandwidth of 9.0 GB/s, and 4 of the 4 runs" in text
     assert "(17.6-17.6 GB/s, median 17.6, over 4 runs)" in text
     assert (
-        "fp32 actors read their 32.1 MiB of weights from memory at every batch-1 forward (the L3 holds 32.0 MiB)"
-        in text
+        "fp32 actors' weights (32.07 MiB) do not fit in the L3 (32.00 MiB), so each batch-1 forward reads them "
+        "from memory" in text
     )
     # A plan at the runs' bandwidth (within 1.25x of every run): nothing to say.
     near = write_plan(tmp_path / "near.json", machine={**ZEN4, "dram_read_gbs": 15.0})
@@ -175,14 +175,14 @@ def test_a_plan_timed_at_another_memory_bandwidth_than_its_runs_is_named(tmp_pat
     old = write_plan(tmp_path / "old.json")
     text = build_report([str(runs)], tmp_path / "o3", plans=[str(old)]).read_text()
     assert f"{old} recorded no memory bandwidth (plans measure it since 2026-11-29)" in text
-    assert "fp32 actors read their 32.1 MiB" in text
+    assert "fp32 actors' weights (32.07 MiB)" in text
     _set_dram(runs, dict.fromkeys(names, 17.6), fp32_bytes=1_000_000)  # a policy the L3 holds, one bandwidth
     text = build_report([str(runs)], tmp_path / "o6", plans=[str(old)]).read_text()
     assert "Caveat: memory bandwidth" not in text
     _set_dram(runs, {"fp32-s1": 9.3, "int8-s1": 9.3}, fp32_bytes=1_000_000)
     text = build_report([str(runs)], tmp_path / "o4", plans=[str(old)]).read_text()
     assert "cannot be checked" in text and "(9.3-17.6 GB/s, median 13.5, over 4 runs)" in text
-    assert "fp32 actors read their" not in text
+    assert "fp32 actors' weights" not in text
     assert "DRAM 9.30-17.60 GB/s" in text  # the machine line gives the runs' range beside the median
     # Without --plan the range is still on the machine line, and no caveat (there is no prediction to qualify).
     bare = build_report([str(runs)], tmp_path / "o5").read_text()
