@@ -162,11 +162,11 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _mb(nbytes: int | None) -> str:
-    return f"{nbytes / 2**20:.1f} MiB" if nbytes else "? MiB"
+    return f"{nbytes / 2**20:.2f} MiB" if nbytes else "? MiB"
 
 
 def memory_line(memory: dict[str, Any]) -> str:
-    """``read bandwidth: DRAM X GB/s, Y GB/s at the fp32 policy's N MB``: what the plan's actors were timed at."""
+    """``read bandwidth: DRAM X GB/s, Y GB/s at the fp32 policy's N MiB``: what the plan's actors were timed at."""
     return (
         f"read bandwidth: DRAM {memory['dram_read_gbs']:.1f} GB/s, {memory['weights_read_gbs']:.1f} GB/s at the fp32 "
         f"policy's {_mb(memory['weights_read_bytes'])} (one core, before timing)"

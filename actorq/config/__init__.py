@@ -53,11 +53,11 @@ from actorq.config.schema import (
 __all__ = [
     "AffinityConfig",
     "AUTO_COMM_BITS",
+    "BYTES_PER_WEIGHT",
     "COMM_BITS",
     "GYM_TASKS",
     "KERNELS",
     "LAUNCHERS",
-    "BYTES_PER_WEIGHT",
     "PRECISIONS",
     "SUITES",
     "ActorConfig",
