@@ -6,8 +6,10 @@ The plan, what a finished run is, where unfinished ones go and how a run is star
 --run-dir OUT/<P>-s<S> --quiet`` with console output in ``OUT/logs/<P>-s<S>.log``; Ctrl-C or SIGTERM is forwarded
 to the run (its launcher stops its roles and writes ``summary.json`` with ``exit: interrupted``) and the experiment
 stops with status 130. Rerunning the same command skips finished runs and starts unfinished ones again from
-scratch (the old directory moved to ``OUT/_incomplete/``). ``OUT/experiment.json`` records the plan, the command of
-every run, and its outcome.
+scratch (the old directory moved to ``OUT/_incomplete/``). With ``--interruptions censor`` a run stopped part-way after
+its first evaluation is not run again: its record says it counts, censored at its last evaluation
+(:data:`actorq.report.records.CENSORED`): a grid that spans sessions must not keep only the runs short enough to
+fit between their ends. ``OUT/experiment.json`` records the plan, the command of every run, and its outcome.
 
 ``--sweep KEY=V1,V2`` (repeatable: the product of several keys) crosses the precisions and seeds with config values;
 every key and value is validated before the first run (:mod:`actorq.launchers.sweep`). Runs are then named
@@ -59,7 +61,7 @@ from actorq.launchers.same_machine import ALLOW_FLAG, check_same_machine
 from actorq.launchers.sweep import plan_sweeps
 from actorq.launchers.train import planned_config
 from actorq.report.disturbance import disturbed, measured_share
-from actorq.report.records import RECORDS_DIR, finished_record, write_record
+from actorq.report.records import CENSORED, RECORDS_DIR, finished_record, write_record
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +81,30 @@ def run_args(args: argparse.Namespace, run: PlannedRun, run_dir: Path) -> list[s
     return train_args(args.config, args.overrides, run, run_dir, **budgets)
 
 
+INTERRUPTIONS = ("rerun", "censor")
+"""What ``--interruptions`` does with a run stopped part-way: run it again from scratch, or count it censored."""
+
+
+def counted_record(out: Path, records_dir: Path, name: str) -> dict[str, Any] | None:
+    """The record a run is skipped for, when its run directory does not say it finished: any record that counts
+    where there is no run directory (a fresh checkout holding only committed records), and only a censored one
+    where the directory says the run was cut off (a finished record beside it is stale: the directory wins)."""
+    record = finished_record(records_dir, name)
+    if record is None or not (out / name).exists():
+        return record
+    return record if record.get("interruption") == CENSORED else None
+
+
 def run_done(out: Path, records_dir: Path, name: str) -> bool:
-    """Whether a run counts as finished: its run directory, where there is one, says so; without one, a finished
-    record in the records directory does (a fresh checkout holding only committed records)."""
-    run_dir = out / name
-    if run_dir.exists():
-        return run_finished(run_dir)
-    return finished_record(records_dir, name) is not None
+    """Whether a run counts as done: its run directory says it finished, or :func:`counted_record` finds a record
+    that counts (a fresh checkout's committed record, or a run cut off and counted as censored)."""
+    return run_finished(out / name) or counted_record(out, records_dir, name) is not None
+
+
+def censorable(summary: dict[str, Any]) -> bool:
+    """Whether a stopped run can count as censored: it was interrupted after its first evaluation. A cut before
+    any evaluation selects nothing (every run lasts longer than that), so such a run is simply run again."""
+    return summary.get("exit") == "interrupted" and int(summary.get("evaluations") or 0) > 0
 
 
 def run_command(args: argparse.Namespace, run: PlannedRun, run_dir: Path) -> list[str]:
@@ -117,6 +136,7 @@ class Experiment:
             precisions=self.args.precisions,
             seeds=self.args.seed_list,
             sweeps=list(self.args.sweep),
+            interruptions=self.args.interruptions,
             order=[r.name for r in self.runs],
         )
         record.setdefault("runs", {})
@@ -154,9 +174,11 @@ class Experiment:
             best = summary.get("best_eval_return")
             others = measured_share(summary)
         except (OSError, ValueError):
-            best = others = None
+            summary, best, others = {}, None, None
         if entry["finished"]:
             self._write_record(run)
+        elif self.args.interruptions == "censor" and censorable(summary):
+            entry["censored"] = self._write_record(run, CENSORED)
         self._save()
         took = entry["ended_at"] - entry["started_at"]
         self._durations.append(took)
@@ -167,20 +189,26 @@ class Experiment:
             if disturbed(others)
             else ""
         )
+        if entry["finished"]:
+            how = ""
+        elif entry.get("censored"):
+            how = " (counts, censored at its last evaluation: it will not run again)"
+        else:
+            how = f" (unfinished: see {self.out / LOGS_DIR / run.name}.log)"
         sys.stdout.write(
-            f"{entry.get('exit')} (status {code}) in {took:.0f}s, best eval return {best}{shared}"
-            f"{'' if entry['finished'] else ' (unfinished: see ' + str(self.out / LOGS_DIR / run.name) + '.log)'}; "
+            f"{entry.get('exit')} (status {code}) in {took:.0f}s, best eval return {best}{shared}{how}; "
             f"{left} to go (~{eta:.0f} min)\n"
         )
         sys.stdout.flush()
         return code
 
-    def _write_record(self, run: PlannedRun) -> bool:
-        """Write the run's curated record. A run directory it cannot read (no summary, no time zero) or a record it
-        cannot write is logged and the grid goes on (the run directory still holds everything, and a rerun of the
-        experiment writes the record); anything else is a bug and stops the grid."""
+    def _write_record(self, run: PlannedRun, interruption: str | None = None) -> bool:
+        """Write the run's curated record (``interruption``: :data:`CENSORED` for a run cut off that counts). A run
+        directory it cannot read (no summary, no time zero) or a record it cannot write is logged and the grid goes
+        on (the run directory still holds everything, and a rerun of the experiment writes the record of a finished
+        run, or runs a cut-off one again); anything else is a bug and stops the grid."""
         try:
-            write_record(self.out / run.name, self.records_dir, dict(run.sweep))
+            write_record(self.out / run.name, self.records_dir, dict(run.sweep), interruption)
         except (OSError, ValueError) as exc:
             log.error(
                 "could not write the record of %s (%s); rerun the experiment to write it", run.name, exc
@@ -215,7 +243,7 @@ class Experiment:
                 code = self._run_one(index, run, len(todo) - position - 1)
                 if self.process.interrupted:
                     break
-                if not run_finished(self.out / run.name):
+                if not run_done(self.out, self.records_dir, run.name):
                     failed.append(run.name)
                     log.error(
                         "run %s did not finish (status %d); see %s", run.name, code, self.out / run.name
@@ -286,15 +314,13 @@ def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def _saved_config(run_dir: Path, records_dir: Path, name: str) -> tuple[str, dict[str, Any]] | None:
     """Where the config of a run this experiment would skip as finished is, and that config; None when the run
     will run (again)."""
-    if run_dir.exists():
-        if not run_finished(run_dir):
-            return None
+    if run_finished(run_dir):
         path = run_dir / "config.yaml"
         try:
             return str(path), yaml.safe_load(path.read_text()) or {}
         except (OSError, yaml.YAMLError):
             return str(path), {}
-    record = finished_record(records_dir, name)
+    record = counted_record(run_dir.parent, records_dir, name)
     return None if record is None else (str(records_dir / f"{name}.json"), record.get("config") or {})
 
 
@@ -357,6 +383,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="run here even though the records folder holds finished runs of another machine (refused otherwise: "
         "time-to-threshold speed-ups compare wall-clock times); the report then lists both machines and says that "
         "its speed-ups mix them",
+    )
+    parser.add_argument(
+        "--interruptions",
+        choices=INTERRUPTIONS,
+        default="rerun",
+        help="a run stopped part-way (Ctrl-C, SIGTERM): rerun = run it again from scratch when the command runs "
+        "again (default); censor = count it, censored at its last evaluation (for grids stopped by the clock: "
+        "rerunning keeps only runs short enough to fit between stops)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the runs' commands in order and exit")
     parser.set_defaults(func=cmd_experiment)

@@ -11,7 +11,8 @@ Everything is validated before the first run starts: the file, every experiment'
 and the file's ``expected_hours``, which must be what its cells and budgets add up to (so the hours written in
 the file stay true when a budget changes). Runs go one at a time, experiment by experiment in the file's order;
 each run's record is written as it finishes, and rerunning the same command skips every finished run
-(:mod:`actorq.launchers.experiment`): a grid of many hours goes on after a crash, an interrupt or in a fresh
+(:mod:`actorq.launchers.experiment`; a file's ``interruptions: censor`` also counts a run stopped part-way, censored,
+instead of running it again): a grid of many hours goes on after a crash, an interrupt or in a fresh
 checkout holding only the committed records, on the machine that made them: a task whose records are of another
 CPU is refused before the first run unless ``--allow-other-machine`` (:mod:`actorq.launchers.same_machine`).
 """
@@ -80,6 +81,9 @@ class Grid:
     """The experiments, run in this order."""
     subsets: dict[str, dict[str, Any]]
     """Named smaller grids: ``experiments``, ``precisions``, ``seeds``, ``max_minutes``, ``expected_hours``."""
+    interruptions: str = "rerun"
+    """What a run stopped part-way becomes (``actorq experiment --interruptions``): ``rerun`` from scratch, or
+    ``censor`` (counted, censored at its last evaluation), for grids that span sessions stopped by the clock."""
 
     def runs(self) -> int:
         """How many runs the grid has."""
@@ -137,7 +141,17 @@ def load_grid(path: str | Path, subset: str | None = None) -> Grid:
         data = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"grid file {where}: {exc}") from None
-    data = _fields(where, data, {"name", "precisions", "seeds", "expected_hours", "experiments"}, {"subsets"})
+    data = _fields(
+        where,
+        data,
+        {"name", "precisions", "seeds", "expected_hours", "experiments"},
+        {"subsets", "interruptions"},
+    )
+    interruptions = str(data.get("interruptions", "rerun"))
+    if interruptions not in experiment.INTERRUPTIONS:
+        raise ConfigError(
+            f"{where}: interruptions {interruptions!r}: choose {' or '.join(experiment.INTERRUPTIONS)}"
+        )
     experiments = data["experiments"]
     if not isinstance(experiments, dict) or not experiments:
         raise ConfigError(f"{where}: experiments must map names to experiments")
@@ -149,6 +163,7 @@ def load_grid(path: str | Path, subset: str | None = None) -> Grid:
         expected_hours=float(data["expected_hours"]),
         experiments=tuple(_experiment(n, e, where) for n, e in experiments.items()),
         subsets=dict(subsets),
+        interruptions=interruptions,
     )
     for name, sub in subsets.items():  # every subset is checked, whichever one runs
         _check_hours(_subset(grid, name, sub, where), f"{where}: subset {name}")
@@ -170,6 +185,7 @@ def _subset(grid: Grid, name: str, data: Any, where: str) -> Grid:
         expected_hours=float(data["expected_hours"]),
         experiments=tuple(e if minutes is None else replace(e, max_minutes=float(minutes)) for e in chosen),
         subsets={},
+        interruptions=grid.interruptions,
     )
 
 
@@ -224,6 +240,7 @@ def experiment_argv(grid: Grid, exp: GridExperiment, out: Path, records: Path) -
     argv += ["--actors", str(exp.actors), "--max-minutes", f"{exp.max_minutes:g}", "--max-actor-steps", "0"]
     for sweep in exp.sweep:
         argv += ["--sweep", sweep]
+    argv += ["--interruptions", grid.interruptions]
     return [*argv, "--out", str(out / exp.name), "--records", str(records / exp.task / "records")]
 
 

@@ -11,6 +11,11 @@ records alone is the same as the one built from the run directories (both go thr
 Records are plain JSON, read with :func:`json.loads` and checked for their schema; nothing is unpickled. A record
 is written once, whole, when its run finishes; nothing edits a committed record in place.
 
+A run stopped part-way (``exit: interrupted``) has a record only when its experiment counts interruptions as
+censoring (``actorq experiment --interruptions censor``): the record then says ``"interruption": "censored"``, the
+run counts as done, and the report reads it as a run that had not reached the threshold by its last evaluation
+(:func:`counts`).
+
 This module is where both sides meet: ``actorq experiment`` writes records with :func:`write_record`, the report
 reads them with :func:`load_runs`. It depends only on :mod:`~actorq.report.runs` and
 :mod:`~actorq.report.measure`, not on the report's tables or text.
@@ -43,10 +48,27 @@ log = logging.getLogger(__name__)
 RECORDS_DIR = "records"
 """Where an experiment keeps its runs' records: ``OUT/records/<run>.json``."""
 SCHEMA = "actorq-run-record/1"
+CENSORED = "censored"
+"""``record["interruption"]`` of a run that a session's end (or another stop that does not depend on how the run
+went) cut off part-way, counted as censored at its last evaluation instead of being run again. Running cut-off
+runs again from scratch would keep only the attempts short enough to fit between cuts: the longest draws would
+be lost (length-biased sampling). A cut falls independently of the run it hits, so the censoring is
+non-informative and the Kaplan-Meier median and the speed-up's censoring bounds hold."""
 
 
-def make_record(run_dir: str | Path, sweep: dict[str, str] | None = None) -> dict[str, Any]:
-    """The curated record of a finished run directory (JSON-ready).
+def counts(record: dict[str, Any]) -> bool:
+    """Whether a record stands for a run that counts: finished, or cut off and counted as censored."""
+    exit_reason = (record.get("summary") or {}).get("exit")
+    if exit_reason not in (None, *UNFINISHED_EXITS):
+        return True
+    return exit_reason == "interrupted" and record.get("interruption") == CENSORED
+
+
+def make_record(
+    run_dir: str | Path, sweep: dict[str, str] | None = None, interruption: str | None = None
+) -> dict[str, Any]:
+    """The curated record of a finished run directory (JSON-ready); ``interruption``: :data:`CENSORED` for a run
+    cut off part-way that counts as censored.
 
     Raises:
         ValueError: The run directory has no readable summary or no time zero (see :func:`load_run`).
@@ -59,6 +81,7 @@ def make_record(run_dir: str | Path, sweep: dict[str, str] | None = None) -> dic
     return {
         "schema": SCHEMA,
         "name": run.name,
+        **({"interruption": interruption} if interruption else {}),
         "sweep": dict(sweep or {}),
         "summary": run.summary,
         "config": run.config,
@@ -74,15 +97,20 @@ def make_record(run_dir: str | Path, sweep: dict[str, str] | None = None) -> dic
     }
 
 
-def write_record(run_dir: str | Path, records_dir: str | Path, sweep: dict[str, str] | None = None) -> Path:
+def write_record(
+    run_dir: str | Path,
+    records_dir: str | Path,
+    sweep: dict[str, str] | None = None,
+    interruption: str | None = None,
+) -> Path:
     """Write ``records_dir/<run>.json`` atomically (a new file; an existing record of the run is replaced whole,
-    never edited in place); returns its path.
+    never edited in place); returns its path. ``interruption``: as :func:`make_record`'s.
 
     Raises:
         ValueError: The run directory has no readable summary or no time zero.
         OSError: The record could not be written.
     """
-    record = make_record(run_dir, sweep)
+    record = make_record(run_dir, sweep, interruption)
     path = Path(records_dir) / f"{record['name']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -92,7 +120,8 @@ def write_record(run_dir: str | Path, records_dir: str | Path, sweep: dict[str, 
 
 
 def finished_record(records_dir: str | Path, name: str) -> dict[str, Any] | None:
-    """The record ``records_dir/<name>.json`` when it is a readable record of a finished run, else None.
+    """The record ``records_dir/<name>.json`` when it is a readable record of a run that counts (:func:`counts`:
+    finished, or cut off and counted as censored), else None.
 
     ``actorq experiment --records DIR`` counts a run with such a record as done, so a grid can go on in a fresh
     checkout (or on another day's machine) from records committed earlier, without their run directories.
@@ -104,8 +133,7 @@ def finished_record(records_dir: str | Path, name: str) -> dict[str, Any] | None
         return None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         return None
-    summary = record.get("summary")
-    if not isinstance(summary, dict) or summary.get("exit") in (None, *UNFINISHED_EXITS):
+    if not isinstance(record.get("summary"), dict) or not counts(record):
         return None
     return record
 
@@ -198,11 +226,12 @@ def load_records(paths: list[str | Path]) -> tuple[list[RunData], list[tuple[Pat
     runs, skipped = [], []
     for path in _record_files(paths):
         try:
-            run = record_to_run(json.loads(path.read_text()), path)
+            record = json.loads(path.read_text())
+            run = record_to_run(record, path)
         except (OSError, ValueError) as exc:
             skipped.append((path, str(exc)))
             continue
-        if run.summary.get("exit") in UNFINISHED_EXITS:
+        if not counts(record):
             skipped.append((path, f"exit {run.summary.get('exit')}"))
             continue
         runs.append(run)

@@ -15,7 +15,7 @@ from actorq.launchers.orchestration import PlannedRun
 def _experiment(tmp_path) -> Experiment:
     args = argparse.Namespace(
         out=str(tmp_path / "out"), records=None, config="c.yaml", overrides=[], precisions="fp32", seed_list=[0],
-        sweep=[],
+        sweep=[], interruptions="rerun",
     )  # fmt: skip
     return Experiment(args, [PlannedRun("fp32", 0)])
 

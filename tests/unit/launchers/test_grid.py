@@ -38,6 +38,8 @@ def test_the_committed_grid_is_issue_34s_actor_bound_table2():
         assert set(e.overrides) >= ACTOR_BOUND and e.actors == 1, e.name
     subset = grid.load_grid(TABLE2, "subset")
     assert subset.hours() <= 1.5 and set(subset.precisions) == {"fp32", "int8"}
+    # Runs cut off by a session's end count, censored (not run again: that would keep only the short draws).
+    assert g.interruptions == subset.interruptions == "censor"
 
 
 def _grid_file(tmp_path: Path, **changes) -> Path:
@@ -81,22 +83,27 @@ def test_hours_that_are_not_what_the_budgets_add_up_to_are_refused(tmp_path):
         grid.load_grid(_grid_file(tmp_path), "three")
 
 
-def _fake_runs(monkeypatch) -> list[str]:
-    """Runs that finish at once: a summary in the run directory and a record in the records folder."""
+def _fake_runs(monkeypatch, cut: dict[str, int] | None = None) -> list[str]:
+    """Runs that finish at once: a summary in the run directory and a record in the records folder. A run named in
+    ``cut`` is stopped part-way instead (``exit: interrupted``) after that many evaluations."""
     started: list[str] = []
+    cut = {} if cut is None else cut
 
     def run(self, cmd, log_path):
         run_dir = Path(cmd[cmd.index("--run-dir") + 1])
         run_dir.mkdir(parents=True)
-        summary = {"exit": "max_minutes", "task": "gym:CartPole-v1", "hardware": cpu_info()}
+        summary = {"exit": "max_minutes", "task": "gym:CartPole-v1", "hardware": cpu_info(), "evaluations": 9}
+        if run_dir.name in cut:
+            summary.update(exit="interrupted", evaluations=cut[run_dir.name])
         (run_dir / "summary.json").write_text(json.dumps(summary))
         started.append(run_dir.name)
-        return 0
+        return 130 if run_dir.name in cut else 0
 
-    def write_record(run_dir, records_dir, sweep):
+    def write_record(run_dir, records_dir, sweep, interruption=None):
         records_dir.mkdir(parents=True, exist_ok=True)
         summary = json.loads((run_dir / "summary.json").read_text())
         record = {"schema": SCHEMA, "name": run_dir.name, "sweep": sweep, "summary": summary, "config": {}}
+        record.update({"interruption": interruption} if interruption else {})
         (records_dir / f"{run_dir.name}.json").write_text(json.dumps(record))
 
     monkeypatch.setattr(RunProcess, "run", run)
@@ -179,3 +186,34 @@ def test_experiments_and_budget_scale_narrow_the_grid_and_reach_each_run(tmp_pat
         _grid(path, out, records, "--experiments", "b,c")
     with pytest.raises(ConfigError, match="positive factor"):
         _grid(path, out, records, "--budget-scale", "0")
+
+
+def test_a_run_cut_off_part_way_counts_censored_when_the_grid_says_so(tmp_path, monkeypatch):
+    # A session's end cuts a run off with a probability that grows with its length: running it again keeps only the
+    # short draws. `interruptions: censor` counts it instead (censored at its last evaluation), except a run cut
+    # before its first evaluation, which selects nothing and runs again.
+    late, early = "fp32-actor.envs_per_actor=1-s1", "int8-actor.envs_per_actor=2-s0"
+    cut = {late: 3, early: 0}
+    started = _fake_runs(monkeypatch, cut)
+    path, out, records = _grid_file(tmp_path, interruptions="censor"), tmp_path / "out", tmp_path / "records"
+    assert grid.load_grid(path).interruptions == "censor"
+    assert _grid(path, out, records) == 1  # the early cut did not finish; the late one counts
+    task = records / "t" / "records"
+    record = json.loads((task / f"{late}.json").read_text())
+    assert record["interruption"] == "censored" and record["summary"]["exit"] == "interrupted"
+    assert not (task / f"{early}.json").exists()
+    cut.clear()  # the next session: nothing is cut; only the early cut runs again
+    assert _grid(path, out, records) == 0 and started[8:] == [early]
+    shutil.rmtree(out)  # a fresh checkout: the committed censored record still counts
+    assert _grid(path, out, records) == 0 and len(started) == 9
+    # The default runs the late cut again too (its directory set aside), and refuses an unknown policy.
+    cut.update({late: 3})
+    rerun = tmp_path / "rerun"
+    rerun.mkdir()
+    path = _grid_file(rerun)
+    assert _grid(path, rerun / "out", rerun / "records") == 1
+    assert not (rerun / "records" / "t" / "records" / f"{late}.json").exists()
+    cut.clear()
+    assert _grid(path, rerun / "out", rerun / "records") == 0 and started[-1] == late
+    with pytest.raises(ConfigError, match="interruptions 'keep': choose rerun or censor"):
+        grid.load_grid(_grid_file(tmp_path, interruptions="keep"))

@@ -14,7 +14,14 @@ from actorq.report import markdown as md
 from actorq.report.analysis import build_tables
 from actorq.report.cli import build_report
 from actorq.report.grid_md import is_faster
-from actorq.report.records import RECORDS_DIR, describe_paths, load_records, load_runs, write_record
+from actorq.report.records import (
+    CENSORED,
+    RECORDS_DIR,
+    describe_paths,
+    load_records,
+    load_runs,
+    write_record,
+)
 from actorq.status import LearnerStatus, ReplayStatus, write_status
 from tests.unit.report.synthetic import START, make_run, ramp_returns
 
@@ -270,3 +277,30 @@ def test_an_unreached_base_bounds_the_speed_up_by_its_censoring_time_not_infinit
     assert slower.bound == "<=" and slower.value == pytest.approx(300 / 480) and slower.high < 1
     with pytest.raises(ValueError, match="censoring times"):
         bootstrap.speedup_ci(fp32, int8, base_censored_at=[480.0])
+
+
+def test_a_run_cut_off_and_counted_is_read_censored_at_its_last_evaluation(tmp_path):
+    # A session's end cut fp32 s0 off part-way. Its record marked censored (`--interruptions censor`) counts: the
+    # run is unreached, censored where it was last evaluated, and bounds the speed-up; a plain interrupted record
+    # (the default, rerun) is left out with its exit.
+    out, runs = _grid(tmp_path)
+    cut, plain = f"fp32-{SPI}=1-s0", f"fp32-{SPI}=1-s1"
+    for name in (cut, plain):
+        summary_path = out / name / "summary.json"
+        summary = json.loads(summary_path.read_text())
+        summary_path.write_text(json.dumps(dict(summary, exit="interrupted")))
+    for name, entry in runs.items():
+        write_record(out / name, out / RECORDS_DIR, entry["sweep"], CENSORED if name == cut else None)
+    loaded, skipped = load_records([out])
+    assert len(loaded) == 11 and [(p.stem, why) for p, why in skipped] == [(plain, "exit interrupted")]
+    assert json.loads((out / RECORDS_DIR / f"{cut}.json").read_text())["interruption"] == CENSORED
+    # Cut at half its evaluations, short of the threshold: the run's time is censored at its last one.
+    record = out / RECORDS_DIR / f"{cut}.json"
+    data = json.loads(record.read_text())
+    keep = len(data["evaluations"]["time_s"]) // 4
+    data["evaluations"] = {key: values[:keep] for key, values in data["evaluations"].items()}
+    record.write_text(json.dumps(data))
+    loaded, _ = load_records([out])
+    (t,) = build_tables(loaded)
+    (m,) = [m for m in t.runs[f"fp32 [{SPI}=1]"] if m.seed == 0]
+    assert m.t_reach is None and m.t_censored == pytest.approx(data["evaluations"]["time_s"][-1])
