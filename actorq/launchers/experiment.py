@@ -82,7 +82,8 @@ def run_args(args: argparse.Namespace, run: PlannedRun, run_dir: Path) -> list[s
 
 
 INTERRUPTIONS = ("rerun", "censor")
-"""What ``--interruptions`` does with a run stopped part-way: run it again from scratch, or count it censored."""
+"""What ``--interruptions`` does with a run stopped part-way: run it again from scratch (the first: the default), or
+count it censored."""
 
 
 def counted_record(out: Path, records_dir: Path, name: str) -> dict[str, Any] | None:
@@ -387,7 +388,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--interruptions",
         choices=INTERRUPTIONS,
-        default="rerun",
+        default=INTERRUPTIONS[0],
         help="a run stopped part-way (Ctrl-C, SIGTERM): rerun = run it again from scratch when the command runs "
         "again (default); censor = count it, censored at its last evaluation (for grids stopped by the clock: "
         "rerunning keeps only runs short enough to fit between stops)",

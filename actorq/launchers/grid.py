@@ -81,7 +81,7 @@ class Grid:
     """The experiments, run in this order."""
     subsets: dict[str, dict[str, Any]]
     """Named smaller grids: ``experiments``, ``precisions``, ``seeds``, ``max_minutes``, ``expected_hours``."""
-    interruptions: str = "rerun"
+    interruptions: str = experiment.INTERRUPTIONS[0]
     """What a run stopped part-way becomes (``actorq experiment --interruptions``): ``rerun`` from scratch, or
     ``censor`` (counted, censored at its last evaluation), for grids that span sessions stopped by the clock."""
 
@@ -147,7 +147,7 @@ def load_grid(path: str | Path, subset: str | None = None) -> Grid:
         {"name", "precisions", "seeds", "expected_hours", "experiments"},
         {"subsets", "interruptions"},
     )
-    interruptions = str(data.get("interruptions", "rerun"))
+    interruptions = str(data.get("interruptions", experiment.INTERRUPTIONS[0]))
     if interruptions not in experiment.INTERRUPTIONS:
         raise ConfigError(
             f"{where}: interruptions {interruptions!r}: choose {' or '.join(experiment.INTERRUPTIONS)}"
