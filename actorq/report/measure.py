@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from actorq.metrics import UNFINISHED_EXITS
 from actorq.report import bootstrap, stats
 from actorq.report.disturbance import outside_share
 from actorq.report.regime import Regime, RunRates
@@ -83,6 +84,13 @@ class RunMetrics:
     codecarbon: dict[str, Any] = field(default_factory=dict)
     best_smoothed: float | None = None
     """The run's best smoothed return (the statistic of k consecutive evaluations the threshold rule uses)."""
+    cut_off: bool = False
+    """A run a session's end cut off part-way that counts, censored (``exit: interrupted``; only such runs get into
+    a report). Its time is censored at its last evaluation, but it has no final or best reward: those are where a
+    run stopped, at its threshold or at its budget's end, and a cut-off run stopped at neither (an Acrobot fp16 run
+    cut at 32% of its budget ended at -347, its last three evaluations' mean, where every finished run ended at
+    -88..-95). Leaving it out is not neutral either: a cut hits long runs more often, so the runs left lean towards
+    the fast ones; the report says how many runs each reward figure covers (n of N) and why."""
     learner_steps_reach: float | None = None
     """Learner steps at the evaluation that first reached the threshold."""
     acting_seconds: float | None = None
@@ -343,10 +351,12 @@ def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -
     m.budget_steps = float(budget) if isinstance(budget, (int, float)) and budget > 0 else None
     if m.budget_steps and run.summary.get("exit") == "max_actor_steps":
         m.t_budget = m.wall
+    m.cut_off = run.summary.get("exit") in UNFINISHED_EXITS
     if run.eval_return.size:
         m.best_raw = float(np.nanmax(run.eval_return))
-        m.best_smoothed = stats.best_smoothed([run.eval_return], k, statistic)
-        m.final_return = float(np.mean(run.eval_return[-k:]))
+        if not m.cut_off:
+            m.best_smoothed = stats.best_smoothed([run.eval_return], k, statistic)
+            m.final_return = float(np.mean(run.eval_return[-k:]))
         m.untrained_return = stats.untrained_return(run.eval_learner_steps, run.eval_return, k, statistic)
     if threshold is not None and run.eval_return.size:
         i = stats.first_crossing(run.eval_return, run.eval_learner_steps, threshold, k, statistic)

@@ -304,3 +304,9 @@ def test_a_run_cut_off_and_counted_is_read_censored_at_its_last_evaluation(tmp_p
     (t,) = build_tables(loaded)
     (m,) = [m for m in t.runs[f"fp32 [{SPI}=1]"] if m.seed == 0]
     assert m.t_reach is None and m.t_censored == pytest.approx(data["evaluations"]["time_s"][-1])
+    # It stopped mid-learning, at neither its threshold nor its budget's end: no final or best reward, and the
+    # cell's reward figures say they cover 1 of its 2 runs (s1's plain interrupted record was left out above).
+    assert m.cut_off and m.final_return is None and m.best_smoothed is None and m.best_raw is not None
+    others = [o for ms in t.runs.values() for o in ms if o is not m]
+    assert not any(o.cut_off for o in others) and all(o.final_return is not None for o in others)
+    assert intervals.iqm_ci([o.final_return for o in t.runs[f"fp32 [{SPI}=1]"]]).fmt(1).endswith("(1/2)")
