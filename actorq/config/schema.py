@@ -173,6 +173,14 @@ class EvaluatorConfig:
     episodes: int = 3
     """Greedy episodes per evaluation, played together in as many environments with one batched policy forward per
     step (its kernel verified at that batch)."""
+    each_version_once: bool = False
+    """Evaluate each learner weight version at most once: a period in which the learner published nothing new is
+    skipped (one small ``server_info`` call instead of an evaluation). With the period alone, a slow learner's
+    weights are evaluated several times over and a fast one's once, so the k evaluations the threshold smooths span
+    one weight version in one run and k in another (measured on the Zen 3's Acrobot cell at 1 env: fp32 2.2-2.8
+    evaluations per version, int8 1.0-1.1; fp32 reached -95 twice on three evaluations of a single version), which
+    makes the threshold easier for the run whose learner steps more slowly. With it, and a period shorter than the
+    learner's publication interval, every run is evaluated once per weight version, at the same learner steps."""
     evaluate_quantized: bool = False
     """Also evaluate the quantized actor policy, so the reward cost of quantization is visible, and measure how often
     it would act differently from fp32 on the states the fp32 episodes visit (the same learner step's weights;

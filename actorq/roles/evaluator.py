@@ -54,7 +54,8 @@ log = logging.getLogger(__name__)
 
 
 class EvaluatorRole(RoleBase):
-    """Every ``evaluator.period_s`` seconds, evaluates the newest learner weights for ``evaluator.episodes``."""
+    """Every ``evaluator.period_s`` seconds, evaluates the newest learner weights for ``evaluator.episodes`` (with
+    ``evaluator.each_version_once``, only when they are new since the last evaluation)."""
 
     name = "evaluator"
 
@@ -78,7 +79,10 @@ class EvaluatorRole(RoleBase):
             self._client if a == weights_address(address) else wait_for_server(a, timeout_s=connect_timeout_s)
             for a in split_addresses(address)
         ]
-        self._learner_sub = ReverbWeightSubscriber(self._client, LEARNER_WEIGHTS_TABLE)
+        # each_version_once: a period with no new learner weights since the last evaluation evaluates nothing.
+        self._learner_sub = ReverbWeightSubscriber(
+            self._client, LEARNER_WEIGHTS_TABLE, only_new=config.evaluator.each_version_once
+        )
         self._policy_sub = ReverbWeightSubscriber(self._client, POLICY_TABLE)
         # One environment per evaluation episode, stepped together with one batched forward (the kernel is
         # verified and timed at that batch): an evaluation costs one policy forward per step, not one per episode.
