@@ -5,46 +5,18 @@ from __future__ import annotations
 import csv
 import time
 
-import numpy as np
 import pytest
 
 from actorq.config import replace
-from actorq.networks.mapping import mapping_table, torch_state_shapes
 from actorq.quantize.codec import encode_message
-from actorq.quantize.signing import LEARNER_STREAM
 from actorq.replay import LEARNER_WEIGHTS_TABLE, POLICY_TABLE, ReverbWeightPublisher
 from actorq.replay.client import new_client
 from actorq.roles.evaluator import EvaluatorRole
 from tests.conftest import tiny_config
 from tests.messages import TEST_KEY
+from tests.unit.roles.cartpole_weights import learner_message, torch_state
 
 pytestmark = pytest.mark.reverb
-
-OBS, OUT = 4, 2  # CartPole
-
-
-def _torch_state(config, seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    shapes = torch_state_shapes("dqn", OBS, OUT, tuple(config.network.policy_layers))
-    return {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
-
-
-def _learner_message(config, seed: int) -> np.ndarray:
-    """Learner weights (TF names and layout) whose torch form is ``_torch_state(config, seed)``."""
-    state = _torch_state(config, seed)
-    tf_state = {
-        tf_name: state[key].T.copy() if transpose else state[key]
-        for tf_name, key, transpose in mapping_table("dqn", tuple(config.network.policy_layers))
-    }
-    return encode_message(
-        tf_state,
-        version=1,
-        learner_step=40,
-        precision="fp32",
-        comm_bits=32,
-        key=TEST_KEY,
-        stream=LEARNER_STREAM,
-    )
 
 
 def _evaluations(role: EvaluatorRole, n: int, timeout_s: float = 60) -> None:
@@ -68,13 +40,13 @@ def test_the_quantized_policy_is_compared_on_the_fp32_episodes_states_at_the_sam
     server = reverb_server(config)
     address = f"localhost:{server.port}"
     client = new_client(address)
-    ReverbWeightPublisher(client, LEARNER_WEIGHTS_TABLE).publish(_learner_message(config, seed=1))
+    ReverbWeightPublisher(client, LEARNER_WEIGHTS_TABLE).publish(learner_message(config, seed=1))
     role = EvaluatorRole(config, tmp_path, address, connect_timeout_s=10, weights_key=TEST_KEY)
     try:
         _evaluations(role, 1)
         # The broadcast policy acts the other way from now on; the second evaluation installs it, so the third
         # would agree on no state if the agreement were not measured against the same learner step's weights.
-        swapped = _torch_state(config, seed=1)  # the learner's weights with the two actions' Q-values swapped
+        swapped = torch_state(config, seed=1)  # the learner's weights with the two actions' Q-values swapped
         swapped["head.weight"], swapped["head.bias"] = (
             swapped["head.weight"][::-1].copy(),
             swapped["head.bias"][::-1].copy(),

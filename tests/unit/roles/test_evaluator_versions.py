@@ -4,37 +4,17 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import pytest
 
 from actorq.config import replace
-from actorq.networks.mapping import mapping_table, torch_state_shapes
-from actorq.quantize.codec import encode_message
-from actorq.quantize.signing import LEARNER_STREAM
 from actorq.replay import LEARNER_WEIGHTS_TABLE, ReverbWeightPublisher
 from actorq.replay.client import new_client
 from actorq.roles.evaluator import EvaluatorRole
 from tests.conftest import tiny_config
 from tests.messages import TEST_KEY
+from tests.unit.roles.cartpole_weights import learner_message
 
 pytestmark = pytest.mark.reverb
-
-OBS, OUT = 4, 2  # CartPole
-
-
-def _learner_message(config, version: int, learner_step: int) -> np.ndarray:
-    """Random learner weights (TF names and layout) for a tiny CartPole DQN."""
-    rng = np.random.default_rng(version)
-    shapes = torch_state_shapes("dqn", OBS, OUT, tuple(config.network.policy_layers))
-    state = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
-    tf_state = {
-        tf_name: state[key].T.copy() if transpose else state[key]
-        for tf_name, key, transpose in mapping_table("dqn", tuple(config.network.policy_layers))
-    }
-    return encode_message(
-        tf_state, version=version, learner_step=learner_step, precision="fp32", comm_bits=32, key=TEST_KEY,
-        stream=LEARNER_STREAM,
-    )  # fmt: skip
 
 
 def _step_until(role: EvaluatorRole, done, timeout_s: float = 60) -> None:
@@ -55,7 +35,7 @@ def test_each_weight_version_is_evaluated_once_when_asked(reverb_server, tmp_pat
     server = reverb_server(config)
     address = f"localhost:{server.port}"
     publisher = ReverbWeightPublisher(new_client(address), LEARNER_WEIGHTS_TABLE)
-    publisher.publish(_learner_message(config, version=1, learner_step=50))
+    publisher.publish(learner_message(config, seed=1, version=1, learner_step=50))
     role = EvaluatorRole(config, tmp_path, address, connect_timeout_s=10, weights_key=TEST_KEY)
     polls = 0
     latest = role._learner_sub.latest
@@ -71,7 +51,7 @@ def test_each_weight_version_is_evaluated_once_when_asked(reverb_server, tmp_pat
         first = polls
         _step_until(role, lambda: polls >= first + 5)  # five more periods, no new weights
         assert role.evaluations == (1 if once else 1 + 5)
-        publisher.publish(_learner_message(config, version=2, learner_step=100))
+        publisher.publish(learner_message(config, seed=2, version=2, learner_step=100))
         _step_until(role, lambda: role.evaluations >= (2 if once else 7))
         steps = [e.learner_step for e in role.history]
         assert steps == ([50, 100] if once else [50] * 6 + [100])
