@@ -61,7 +61,7 @@ from actorq.launchers.same_machine import ALLOW_FLAG, check_same_machine
 from actorq.launchers.sweep import plan_sweeps
 from actorq.launchers.train import planned_config
 from actorq.report.disturbance import disturbed, measured_share
-from actorq.report.records import CENSORED, RECORDS_DIR, finished_record, write_record
+from actorq.report.records import CENSORED, RECORDS_DIR, finished_record, marked_censored, write_record
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def counted_record(out: Path, records_dir: Path, name: str) -> dict[str, Any] | 
     record = finished_record(records_dir, name)
     if record is None or not (out / name).exists():
         return record
-    return record if record.get("interruption") == CENSORED else None
+    return record if marked_censored(record) else None
 
 
 def run_done(out: Path, records_dir: Path, name: str) -> bool:

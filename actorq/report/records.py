@@ -56,12 +56,17 @@ be lost (length-biased sampling). A cut falls independently of the run it hits, 
 non-informative and the Kaplan-Meier median and the speed-up's censoring bounds hold."""
 
 
+def marked_censored(record: dict[str, Any]) -> bool:
+    """Whether a record is marked as a run cut off part-way that counts, censored (:data:`CENSORED`)."""
+    return record.get("interruption") == CENSORED
+
+
 def counts(record: dict[str, Any]) -> bool:
     """Whether a record stands for a run that counts: finished, or cut off and counted as censored."""
     exit_reason = (record.get("summary") or {}).get("exit")
     if exit_reason not in (None, *UNFINISHED_EXITS):
         return True
-    return exit_reason == "interrupted" and record.get("interruption") == CENSORED
+    return exit_reason == "interrupted" and marked_censored(record)
 
 
 def make_record(
