@@ -22,8 +22,10 @@ Modules, from the bottom up (each imports only modules above it in this list; no
 * ``plan_input``: ``actorq report --plan``: the regime model's C and S_p from an ``actorq plan --json`` file,
   refused when its config or machine is not the runs';
 * ``analysis``: runs grouped per task and label into tables (threshold, times, speed-ups, regimes);
-* ``markdown``, ``grid_md``, ``projection_md``, ``behaviour_md``: the report's text and tables (``behaviour_md``:
-  how often quantized actors act otherwise than fp32, from ``evaluator.evaluate_quantized`` runs);
+* ``markdown``, ``grid_md``, ``projection_md``, ``behaviour_md``, ``versions_md``: the report's text and tables
+  (``behaviour_md``: how often quantized actors act otherwise than fp32, from ``evaluator.evaluate_quantized`` runs;
+  ``versions_md``: how many weight versions the threshold's evaluations scored, and the caveat when precisions
+  differ);
 * ``machines``: where a task's runs ran, one line per machine, and the caveat when they come from several;
 * ``render``: the figures;
 * ``qat_stats``, ``qat_plots``, ``qat_md``: the QAT-vs-PTQ study's statistics (per-seed scores, E%, Holm-corrected

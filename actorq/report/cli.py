@@ -22,6 +22,7 @@ from actorq.report import grid_md as gmd
 from actorq.report import intervals, machines, paper, render, stats
 from actorq.report import markdown as md
 from actorq.report import projection_md as pmd
+from actorq.report import versions_md as vmd
 from actorq.report.analysis import PROJECTION_K, TaskTable, build_tables
 from actorq.report.disturbance import disturbed_note
 from actorq.report.paired import AXES
@@ -62,6 +63,8 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     s += [note, ""] if note else []
     s += ["### Time to threshold with 95% confidence intervals (Table 2 analogue)\n", gmd.ci_table(t), ""]
     s += [gmd.ci_note(t), ""]
+    caveat = vmd.versions_caveat(t)
+    s += [caveat, ""] if caveat else []
     best = gmd.best_vs_best(t)
     s += [best, ""] if best else []
     s += [md.paper_comparison(t), ""]
@@ -77,6 +80,8 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     s += [gmd.PAIRED_NOTE, ""] if any(paired.values()) else []
     s += ["### Regime of each run (time blocked on the rate limiter)\n", gmd.regime_counts(t) + ".", ""]
     s += [gmd.blocked_table(everyone), "", gmd.BLOCKED_NOTE, ""]
+    versions = vmd.versions_table(t)
+    s += ["### Evaluations per weight version\n", versions, "", vmd.NOTE, ""] if versions else []
     s += ["### Convergence\n"]
     s.append(_img(render.convergence(t, out, "learner_steps"), out, "return vs learner steps"))
     s.append(_img(render.convergence(t, out, "steps"), out, "return vs actor steps"))
@@ -208,6 +213,8 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
                         "regime_model": m.regime.as_dict() if m.regime else None,
                         "outside_share": m.outside_share,
                         "outside_source": m.outside_source,
+                        "evaluations_per_version": m.evaluations_per_version,
+                        "reach_versions": m.reach_versions,
                     }
                     for m in t.runs[label]
                 },

@@ -93,6 +93,11 @@ class RunMetrics:
     the fast ones; the report says how many runs each reward figure covers (n of N) and why."""
     learner_steps_reach: float | None = None
     """Learner steps at the evaluation that first reached the threshold."""
+    evaluations_per_version: float | None = None
+    """Evaluations after the learner's first update per weight version they scored
+    (:func:`stats.evaluations_per_version`)."""
+    reach_versions: int | None = None
+    """How many distinct weight versions the k evaluations that first reached the threshold scored."""
     acting_seconds: float | None = None
     """Seconds from the first experience insert to the launcher's end."""
     learner_steps_per_s: float | None = None
@@ -358,6 +363,7 @@ def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -
             m.best_smoothed = stats.best_smoothed([run.eval_return], k, statistic)
             m.final_return = float(np.mean(run.eval_return[-k:]))
         m.untrained_return = stats.untrained_return(run.eval_learner_steps, run.eval_return, k, statistic)
+        m.evaluations_per_version = stats.evaluations_per_version(run.eval_learner_steps)
     if threshold is not None and run.eval_return.size:
         i = stats.first_crossing(run.eval_return, run.eval_learner_steps, threshold, k, statistic)
         if i is not None:
@@ -366,6 +372,7 @@ def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -
             m.learner_steps_reach = (
                 float(run.eval_learner_steps[i]) if np.isfinite(run.eval_learner_steps[i]) else None
             )
+            m.reach_versions = stats.versions_in_window(run.eval_learner_steps, i, k)
         else:
             m.t_censored = float(run.eval_t[-1])
     agg = run_aggregates(run)

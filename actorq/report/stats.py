@@ -125,6 +125,27 @@ def untrained_return(
     return float(np.nanmax(smooth(before, k, statistic)))
 
 
+def evaluations_per_version(learner_steps: Sequence[float]) -> float | None:
+    """Evaluations made after the learner's first update per distinct weight version they evaluated (an
+    evaluation's learner step names the version it scored). 1 when each version was evaluated once; above 1 when
+    an evaluator re-scored unchanged weights, which makes the mean of ``k`` evaluations a mean over fewer versions.
+    None when the learner never updated."""
+    steps = np.asarray(learner_steps, np.float64)
+    steps = steps[np.isfinite(steps) & (steps > 0)]
+    return float(steps.size / np.unique(steps).size) if steps.size else None
+
+
+def versions_in_window(learner_steps: Sequence[float], index: int, k: int = DEFAULT_WINDOW) -> int:
+    """How many distinct weight versions the ``k`` trained evaluations ending at ``index`` (an index of
+    :func:`first_crossing`) scored: ``k`` when each was another version, 1 when all ``k`` re-scored one."""
+    steps = np.asarray(learner_steps, np.float64)
+    trained = np.flatnonzero(steps > 0)
+    position = int(np.searchsorted(trained, index))
+    if position >= trained.size or trained[position] != index:
+        raise ValueError(f"evaluation {index} was made before the learner's first update")
+    return int(np.unique(steps[trained[max(0, position - k + 1) : position + 1]]).size)
+
+
 # -- across seeds -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SeedSummary:
