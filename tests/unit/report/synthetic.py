@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import csv
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -184,3 +186,17 @@ def make_run(
         summary["hardware"] = hardware
     (path / "summary.json").write_text(json.dumps(summary))
     return path
+
+
+def edit_evaluator_rows(path: Path, edit: Callable[[int, dict], None]) -> None:
+    """Rewrite a run's ``evaluator/metrics.csv`` in place: ``edit(i, row)`` changes row ``i`` (a dict of its
+    columns; new keys become new columns), as an evaluator with other settings would have written it."""
+    metrics = path / "evaluator" / "metrics.csv"
+    with metrics.open() as fh:
+        rows = list(csv.DictReader(fh))
+    for i, row in enumerate(rows):
+        edit(i, row)
+    with metrics.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)

@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from actorq.report.cli import build_report
 from actorq.report.records import write_record
-from tests.unit.report.synthetic import make_run, ramp_returns
+from tests.unit.report.synthetic import edit_evaluator_rows, make_run, ramp_returns
 
 
 def _add_quantized_columns(path: Path, agreement: float, untrained_agreement: float, gap: float) -> None:
     """What an ``evaluate_quantized`` evaluator adds to each row: agreement (another value before the learner's
     first update, which the table must leave out) and the broadcast policy's return, ``gap`` below fp32's."""
-    metrics = path / "evaluator" / "metrics.csv"
-    with metrics.open() as fh:
-        rows = list(csv.DictReader(fh))
-    for row in rows:
+
+    def add(_: int, row: dict) -> None:
         learned = int(row["step"]) > 0
         row["quantized_agreement"] = agreement if learned else untrained_agreement
         row["agreement_states"] = 500
         row["quantized_return"] = float(row["eval_return"]) + gap
-    with metrics.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+
+    edit_evaluator_rows(path, add)
 
 
 def _behaviour_section(text: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 from actorq.report import stats
 from actorq.report.cli import build_report
 from actorq.report.records import write_record
-from tests.unit.report.synthetic import make_run
+from tests.unit.report.synthetic import edit_evaluator_rows, make_run
 
 # Six evaluations at 0, then six at 1000: every run's best mean of 3 is 1000, the threshold 950, and the first
 # window at it is evaluations 6, 7 and 8.
@@ -22,15 +21,11 @@ STEP_UP = np.array([0.0] * 6 + [1000.0] * 6)
 def _evaluate_each_version(path: Path, times: int) -> None:
     """Rewrite the run's evaluator rows as an evaluator on a clock would make them against a learner publishing
     every 50 steps: each version (learner step 50, 100, ...) scored ``times`` times in a row."""
-    metrics = path / "evaluator" / "metrics.csv"
-    with metrics.open() as fh:
-        rows = list(csv.DictReader(fh))
-    for i, row in enumerate(rows):
+
+    def restep(i: int, row: dict) -> None:
         row["step"] = 50 * (1 + i // times)
-    with metrics.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+
+    edit_evaluator_rows(path, restep)
 
 
 def _section(text: str) -> str:
