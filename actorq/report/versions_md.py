@@ -2,10 +2,11 @@
 
 A run reaches the threshold on the mean of k consecutive evaluations. When the evaluator scores the newest
 weights on a clock and the learner publishes them every so many learner steps, a slow learner's evaluations
-re-score one version: its k evaluations can all be one snapshot (for an unstable greedy policy, a much higher bar),
-while a faster learner's span k versions (a policy that stays good for k publications). Quantized actors make the
-learner faster where the actors bound it, so the bar is then harder for fp32 than for int8, and the measured
-speed-up is biased against the faster actors (found in the Zen 3's actor-bound Acrobot cell:
+re-score one version: its k evaluations can all be one good snapshot, while a faster learner's must span k
+versions (learning that stayed good for k publications: a much higher bar where the greedy policy changes from
+version to version, as Acrobot's does). Quantized actors make the learner faster where the actors bound it, so the
+bar is then easier for fp32 than for int8, and the measured speed-up is biased against the faster actors (found in
+the Zen 3's actor-bound Acrobot cell:
 ``reports/experiments/table2-actorbound/README.md``, "Decision: evaluations per weight version").
 ``evaluator.each_version_once`` evaluates each published version once; this table shows whether a report's runs
 had the same bar.
@@ -27,8 +28,9 @@ NOTE = (
     "versions (learner steps) they scored; 1.00 when each version was evaluated once "
     "(`evaluator.each_version_once`). Reached on: of the runs that reached the threshold, how many distinct "
     "versions the k evaluations whose mean first reached it scored (k: all different versions; 1: one snapshot "
-    "scored k times). Where precisions differ, so does the bar: k evaluations of one snapshot are a harder test "
-    "of an unstable policy than one evaluation each of k versions, and easier for a stable one."
+    "scored k times). Where precisions differ, so does the bar: k evaluations of one snapshot test that snapshot, "
+    "one evaluation each of k versions tests that learning stayed good for k publications, a higher bar where the "
+    "greedy policy changes from version to version."
 )
 
 
