@@ -55,10 +55,13 @@ def test_two_shards_in_process(tmp_path):
     from actorq.launchers.inprocess import run_inprocess
     from tests.conftest import tiny_config
 
-    config = tiny_config(max_actor_steps=400, max_minutes=3, **{"replay.shards": 2})
+    # Ends on the learner's steps, not on an actor-step budget: the actors are built one after the other (the
+    # first times the kernels) and start a second or so apart, while one CartPole actor alone reaches a few
+    # hundred steps in well under a second, so a small actor budget could end the run before the second had written.
+    config = tiny_config(max_minutes=3, **{"replay.shards": 2, "learner.max_steps": 400})
     code = run_inprocess(config, tmp_path, quiet=True, poll_s=0.2)
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert code == 0 and summary["exit"] == "max_actor_steps", summary.get("errors")
+    assert code == 0 and summary["exit"] == "max_learner_steps", summary.get("errors")
     ports = {
         json.loads((tmp_path / label / "status.json").read_text())["port"] for label in ("replay", "replay_1")
     }
