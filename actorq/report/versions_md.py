@@ -34,12 +34,14 @@ NOTE = (
 )
 
 
-def _median(values: list[float]) -> float | None:
-    return float(np.median(values)) if values else None
+def _per_run(t: TaskTable, label: str) -> list[float]:
+    """The label's runs' evaluations per version (runs whose learner updated)."""
+    return [m.evaluations_per_version for m in t.runs.get(label, []) if m.evaluations_per_version]
 
 
 def _label_median(t: TaskTable, label: str) -> float | None:
-    return _median([m.evaluations_per_version for m in t.runs.get(label, []) if m.evaluations_per_version])
+    per = _per_run(t, label)
+    return float(np.median(per)) if per else None
 
 
 def versions_table(t: TaskTable) -> str:
@@ -48,16 +50,16 @@ def versions_table(t: TaskTable) -> str:
     k = t.window
     rows = []
     for label in t.labels():
-        per = [m.evaluations_per_version for m in t.runs[label] if m.evaluations_per_version]
+        per = _per_run(t, label)
         if not per:
             continue
         reached = [m.reach_versions for m in t.runs[label] if m.reach_versions is not None]
-        counts = ", ".join(f"{v}: {reached.count(v)}" for v in range(k, 0, -1) if reached.count(v))
+        counts = ", ".join(f"{v}: {n}" for v in range(k, 0, -1) if (n := reached.count(v)))
         rows.append(
             [
                 label,
                 str(len(per)),
-                f"{fmt(_median(per), 2)} [{fmt(min(per), 2)}, {fmt(max(per), 2)}]",
+                f"{fmt(_label_median(t, label), 2)} [{fmt(min(per), 2)}, {fmt(max(per), 2)}]",
                 f"{counts} ({len(reached)} reached)" if reached else "none reached",
             ]
         )
