@@ -25,6 +25,7 @@ from actorq.config.loading import (
     parse_override,
     replace,
     save_config,
+    schema_defaults,
     to_dict,
     validate,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "parse_override",
     "replace",
     "save_config",
+    "schema_defaults",
     "to_dict",
     "validate",
 ]

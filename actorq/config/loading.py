@@ -354,6 +354,19 @@ def _build_experiment(data: dict[str, Any]) -> ExperimentConfig:
     return dataclasses.replace(_build(ExperimentConfig, data), settings=settings)
 
 
+def schema_defaults(algorithm: str) -> dict[str, Any]:
+    """The plain-dict form of every field's default for ``algorithm`` (its own section included), unvalidated.
+
+    What a run made before a field existed ran with, given that a new field's default keeps the behaviour from before
+    it (as ``evaluator.each_version_once``'s and ``evaluator.evaluate_quantized``'s do): the report fills a key an
+    older record lacks with it rather than calling the runs different.
+
+    Raises:
+        ConfigError: ``algorithm`` is not a registered algorithm.
+    """
+    return to_dict(_build_experiment({"algorithm": algorithm}))
+
+
 def config_from_dict(data: dict[str, Any], overrides: list[str] | None = None) -> ExperimentConfig:
     """Build and validate a config from a raw mapping plus overrides."""
     if not isinstance(data, dict):

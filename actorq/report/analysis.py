@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from actorq.config import ConfigError, ExperimentConfig, schema_defaults
 from actorq.report import bootstrap, intervals, stats
 from actorq.report.measure import (
     DEFAULT_CARBON_INTENSITY,
@@ -307,13 +308,32 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
+def _defaults(algorithm: Any) -> dict[str, str]:
+    """The flattened schema defaults of ``algorithm`` ({} for one no longer registered: nothing to fill with)."""
+    try:
+        return _flatten(schema_defaults(str(algorithm)))
+    except ConfigError:
+        return {}
+
+
 def config_differences(configs: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """``{key: sorted distinct values}`` for config keys that differ between runs (a comparison caveat)."""
-    flat = [_flatten(c) for c in configs if c]
+    """``{key: sorted distinct values}`` for config keys that differ between runs (a comparison caveat).
+
+    A key a run's config lacks (a record made before the field existed) counts as the field's default, so runs made
+    before and after an option was added, with it at its default, are not flagged; a key the schema no longer has
+    either reads ``(unset)``.
+    """
+    configs = [c for c in configs if c]
+    flat = [_flatten(c) for c in configs]
+    defaults = {a: _defaults(a) for a in {c.get("algorithm", ExperimentConfig.algorithm) for c in configs}}
+    filled = [
+        {**defaults[c.get("algorithm", ExperimentConfig.algorithm)], **f}
+        for c, f in zip(configs, flat, strict=True)
+    ]
     keys = sorted({k for f in flat for k in f} - set(COMPARED_AWAY))
     diffs = {}
     for key in keys:
-        values = sorted({f.get(key, "(unset)") for f in flat})
+        values = sorted({f.get(key, "(unset)") for f in filled})
         if len(values) > 1:
             diffs[key] = values
     return diffs

@@ -219,6 +219,36 @@ def test_config_differences_are_flagged(tmp_path):
     assert "Caveat: these runs differ" in text and "replay.samples_per_insert" in text
 
 
+def test_a_key_an_older_record_lacks_counts_as_its_default(tmp_path):
+    # Runs made before evaluator.each_version_once existed ran as its default (False) does: not a difference.
+    make_run(tmp_path / "old", "fp32", 0, ramp_returns(10, 50))
+    make_run(
+        tmp_path / "new",
+        "int8",
+        0,
+        ramp_returns(10, 50),
+        config_extra={"evaluator": {"each_version_once": False}},
+    )
+    runs, _ = load_runs([tmp_path / "old", tmp_path / "new"])
+    assert build_tables(runs)[0].config_differences == {}
+    # ... but a run that set it is one, and so is a key the schema does not have.
+    make_run(
+        tmp_path / "on",
+        "int8",
+        1,
+        ramp_returns(10, 50),
+        config_extra={"evaluator": {"each_version_once": True}},
+    )
+    make_run(
+        tmp_path / "gone", "fp16", 0, ramp_returns(10, 50), config_extra={"evaluator": {"retired_option": 3}}
+    )
+    runs, _ = load_runs([tmp_path / d for d in ("old", "new", "on", "gone")])
+    assert build_tables(runs)[0].config_differences == {
+        "evaluator.each_version_once": ["False", "True"],
+        "evaluator.retired_option": ["(unset)", "3"],
+    }
+
+
 def test_a_threshold_the_untrained_policy_reaches_is_flagged(tmp_path):
     # cartpole:balance-like: the initial policy scores ~690, learning first drops it, fp32 peaks at ~700.
     early = np.array([690.0, 692.0, 688.0, 135.0, 300.0, 500.0, 690.0, 700.0, 705.0, 698.0])
