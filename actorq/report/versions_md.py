@@ -39,9 +39,12 @@ def _per_run(t: TaskTable, label: str) -> list[float]:
     return [m.evaluations_per_version for m in t.runs.get(label, []) if m.evaluations_per_version]
 
 
-def _label_median(t: TaskTable, label: str) -> float | None:
-    per = _per_run(t, label)
+def _median(per: list[float]) -> float | None:
     return float(np.median(per)) if per else None
+
+
+def _label_median(t: TaskTable, label: str) -> float | None:
+    return _median(_per_run(t, label))
 
 
 def versions_table(t: TaskTable) -> str:
@@ -59,7 +62,7 @@ def versions_table(t: TaskTable) -> str:
             [
                 label,
                 str(len(per)),
-                f"{fmt(_label_median(t, label), 2)} [{fmt(min(per), 2)}, {fmt(max(per), 2)}]",
+                f"{fmt(_median(per), 2)} [{fmt(min(per), 2)}, {fmt(max(per), 2)}]",
                 f"{counts} ({len(reached)} reached)" if reached else "none reached",
             ]
         )
