@@ -325,11 +325,9 @@ def config_differences(configs: list[dict[str, Any]]) -> dict[str, list[str]]:
     """
     configs = [c for c in configs if c]
     flat = [_flatten(c) for c in configs]
-    defaults = {a: _defaults(a) for a in {c.get("algorithm", ExperimentConfig.algorithm) for c in configs}}
-    filled = [
-        {**defaults[c.get("algorithm", ExperimentConfig.algorithm)], **f}
-        for c, f in zip(configs, flat, strict=True)
-    ]
+    algos = [c.get("algorithm", ExperimentConfig.algorithm) for c in configs]
+    defaults = {a: _defaults(a) for a in set(algos)}
+    filled = [{**defaults[a], **f} for a, f in zip(algos, flat, strict=True)]
     keys = sorted({k for f in flat for k in f} - set(COMPARED_AWAY))
     diffs = {}
     for key in keys:
