@@ -51,7 +51,11 @@ class TaskTable:
     threshold_source: str
     runs: dict[str, list[RunMetrics]]
     config_differences: dict[str, list[str]] = field(default_factory=dict)
-    """Config keys (other than precision, wire bits and seed) whose values differ between the task's runs."""
+    """Config keys (other than precision, wire bits, seed and the swept keys) whose values differ between the runs
+    of one sweep cell: a caveat for every comparison in that cell."""
+    cell_differences: dict[str, list[str]] = field(default_factory=dict)
+    """Config keys (other than the swept ones) with one value in each sweep cell but not the same in all (e.g. each
+    experiment's own budget): a caveat for comparisons across cells (best against best) only."""
     window: int = stats.DEFAULT_WINDOW
     """k, the evaluations the threshold smooths over (and the final reward averages)."""
     plans: tuple[str, ...] = ()
@@ -251,10 +255,7 @@ def build_tables(
             plans=tuple(p.name for p in plans if p.task == task), fixed_threshold=target is not None,
             plan_notes=tuple(note for p in plans if p.task == task if (note := memory_note(p, group))),
         )  # fmt: skip
-        swept = {key for r in group for key in r.sweep}
-        table.config_differences = {
-            k: v for k, v in config_differences([r.config for r in group]).items() if k not in swept
-        }
+        table.config_differences, table.cell_differences = _differences(group)
         tables.append(table)
     return tables
 
@@ -314,6 +315,31 @@ def _defaults(algorithm: Any) -> dict[str, str]:
         return _flatten(schema_defaults(str(algorithm)))
     except ConfigError:
         return {}
+
+
+def _differences(group: list[RunData]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """A task's config differences (:func:`config_differences`, the swept keys left out) inside its sweep cells,
+    and those only between them.
+
+    A key that takes one value per cell (a grid whose experiments give each cell its own budget) does not touch the
+    comparison inside a cell, which is what the per-cell rows are; it does touch a comparison across cells (best
+    against best), which says so.
+    """
+    swept = {key for r in group for key in r.sweep}
+    cells: dict[tuple[tuple[str, str], ...], list[RunData]] = {}
+    for run in group:
+        cells.setdefault(tuple(sorted(run.sweep.items())), []).append(run)
+    inside: dict[str, list[str]] = {}
+    for runs in cells.values():
+        for key, values in config_differences([r.config for r in runs]).items():
+            if key not in swept:
+                inside[key] = sorted({*inside.get(key, ()), *values})
+    between = {
+        key: values
+        for key, values in config_differences([r.config for r in group]).items()
+        if key not in swept and key not in inside
+    }
+    return inside, between
 
 
 def config_differences(configs: list[dict[str, Any]]) -> dict[str, list[str]]:

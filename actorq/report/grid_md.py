@@ -183,6 +183,13 @@ def best_vs_best(t: TaskTable) -> str:
         "Picking each precision's best cell from the same runs favours every precision alike (the minimum of noisy "
         "medians is biased low); read the per-cell rows above for the unselected comparison."
     )
+    if t.cell_differences:
+        diffs = "; ".join(f"`{k}`: {', '.join(v)}" for k, v in t.cell_differences.items())
+        lines.append(
+            f"**Caveat: the cells differ in more than their sweep** ({diffs}; one value per cell, so the per-cell "
+            "rows are not affected): a speed-up between two cells includes it, e.g. a shorter budget censors more "
+            "runs and can leave a cell without a median."
+        )
     return "\n".join(lines)
 
 

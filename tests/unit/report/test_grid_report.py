@@ -13,7 +13,7 @@ from actorq.report import bootstrap, intervals
 from actorq.report import markdown as md
 from actorq.report.analysis import build_tables
 from actorq.report.cli import build_report
-from actorq.report.grid_md import is_faster
+from actorq.report.grid_md import best_vs_best, is_faster
 from actorq.report.records import (
     CENSORED,
     RECORDS_DIR,
@@ -173,6 +173,34 @@ def test_sweep_cells_group_and_compare_within_the_cell(tmp_path):
     assert m.role_cpu_seconds == {"learner": 51.0, "replay": 5.0}
     assert m.learner_steps_per_s is not None and m.actor_rate is not None
     assert m.learner_blocked_share is not None and m.regime.label != "unknown"
+
+
+def test_a_key_with_one_value_per_cell_is_a_caveat_for_best_against_best_only(tmp_path):
+    # Each experiment of a grid can give its cell its own budget: inside a cell every run has the same, so the
+    # per-cell comparison needs no caveat, but one between cells does. A key that varies inside a cell is the
+    # per-cell caveat, and is not repeated as a cell one.
+    out = tmp_path / "exp"
+    runs = {}
+    for spi, minutes in (("1", 20.0), ("8", 8.0)):
+        for seed in range(2):
+            for precision in ("fp32", "int8"):
+                extra = {"max_minutes": minutes, "learner": {"batch_size": 64 if seed == 0 else 128}}
+                path = make_run(
+                    tmp_path / "scratch" / spi, precision, seed, ramp_returns(30, 150, seed=seed),
+                    spi=float(spi), config_extra=extra,
+                )  # fmt: skip
+                name = f"{precision}-{SPI}={spi}-s{seed}"
+                out.mkdir(exist_ok=True)
+                shutil.move(str(path), str(out / name))
+                runs[name] = {"sweep": {SPI: spi}}
+    (out / "experiment.json").write_text(json.dumps({"runs": runs}))
+    (t,) = build_tables(load_runs([out])[0])
+    assert t.config_differences == {"learner.batch_size": ["128", "64"]}
+    assert t.cell_differences == {"max_minutes": ["20.0", "8.0"]}
+    assert "the cells differ in more than their sweep** (`max_minutes`: 20.0, 8.0;" in best_vs_best(t)
+    text = build_report([str(out)], tmp_path / "r").read_text()
+    caveat = next(line for line in text.splitlines() if line.startswith("**Caveat: these runs differ"))
+    assert "learner.batch_size" in caveat and "max_minutes" not in caveat
 
 
 def test_the_seed_table_and_the_paper_comparison_bound_a_speed_up_over_a_base_that_never_got_there(tmp_path):
