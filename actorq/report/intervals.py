@@ -7,10 +7,13 @@
 * **Probability of improvement** P(X > Y) (ties count half: the Mann-Whitney U over ``n_x * n_y``) of one
   precision's runs over fp32's, :func:`rliable.metrics.probability_of_improvement`, with rliable's interval
   (each group resampled independently).
-* **Median time to threshold** with censored runs: the Kaplan-Meier estimate (:class:`lifelines.KaplanMeierFitter`;
-  its ``median_survival_time_``, the first time the survival estimate is at or below 0.5) and the interval
-  :func:`lifelines.utils.median_survival_times` reads off the survival function's pointwise 95% band (lifelines'
-  exponential Greenwood band). A run that never reached the threshold is censored at the time it was last seen
+* **Median time to threshold** with censored runs: the Kaplan-Meier estimate (:class:`lifelines.KaplanMeierFitter`),
+  read as the first time its survival estimate is at or below 0.5, and the interval where the survival function's
+  pointwise 95% band (lifelines' exponential Greenwood band) is. Both are read here, not by lifelines'
+  ``median_survival_time_`` / ``median_survival_times``: those compare the float estimate with 0.5 exactly, and
+  lifelines computes it as ``exp`` of a sum of logs, which lands one ulp either side of an exact half (5 of 10 runs
+  reached) depending on the CPU's ``log``/``exp`` kernels (NumPy's AVX-512 ones or its AVX2 ones): the same runs got
+  a median a whole run later on a Zen 4 than on a Zen 3. A run that never reached the threshold is censored at the time it was last seen
   short of it. When fewer than half the runs reach it the median is infinite: "not reached", never a number.
 
 Every interval needs :data:`actorq.report.bootstrap.MIN_RUNS` runs (a bootstrap of one or two runs returns their
@@ -29,7 +32,6 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 from lifelines import KaplanMeierFitter
-from lifelines.utils import median_survival_times
 from rliable import library as rly
 from rliable import metrics
 
@@ -155,8 +157,21 @@ def km_median(times: Sequence[float | None], censored_at: Sequence[float | None]
              (censored_at if censored_at is not None else [None] * n)]  # fmt: skip
     durations = [float(t) if ok else f for t, ok, f in zip(times, reached, floor, strict=True)]
     kmf = KaplanMeierFitter(alpha=1.0 - LEVEL).fit(durations, event_observed=reached)
-    median = float(kmf.median_survival_time_)
+    median = first_at_or_below_half(kmf.survival_function_.index, kmf.survival_function_.iloc[:, 0])
     if n < MIN_RUNS:
         return Interval(median, None, None, n, int(reached.sum()))
-    ends = np.asarray(median_survival_times(kmf.confidence_interval_), np.float64).reshape(2)
-    return Interval(median, float(ends[0]), float(ends[1]), n, int(reached.sum()))
+    band = kmf.confidence_interval_  # lifelines' columns: the lower band, then the upper one
+    low, high = (first_at_or_below_half(band.index, band.iloc[:, i]) for i in range(2))
+    return Interval(median, low, high, n, int(reached.sum()))
+
+
+HALF_TOLERANCE = 1e-9
+"""How far above 0.5 a survival estimate may be and still count as at 0.5: far above the one-ulp error of
+lifelines' ``exp(sum(log))`` (~1e-16), far below any step a Kaplan-Meier curve of fewer than 10^8 runs takes."""
+
+
+def first_at_or_below_half(times: Sequence[float], survival: Sequence[float]) -> float:
+    """The first of ``times`` whose ``survival`` is at or below 0.5 (within :data:`HALF_TOLERANCE`, so the answer
+    does not depend on the CPU's rounding); ``math.inf`` when it never is."""
+    hit = np.flatnonzero(np.asarray(survival, np.float64) <= 0.5 + HALF_TOLERANCE)
+    return float(np.asarray(times, np.float64)[hit[0]]) if hit.size else math.inf

@@ -22,6 +22,37 @@ def test_km_median_of_a_hand_made_censored_sample():
     assert km_cell(ci) == "5 [2, 8] (4/6 reached)"
 
 
+def test_a_survival_estimate_of_exactly_one_half_is_the_median_on_every_cpu():
+    # 10 runs, the 5th reaching the threshold at 500 s: S(500) = 0.5 exactly, so by the rule (the first time S is
+    # at or below 0.5) the median is 500. lifelines computes S as exp(sum(log)), which lands one ulp above or below
+    # 0.5 depending on the CPU's log/exp kernels, and its own median_survival_time_ compares exactly: on a Zen 4
+    # it said 600, a whole run later, where a Zen 3 said 500.
+    times = [100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 700.0, 800.0, None, None]
+    ci = intervals.km_median(times, [None] * 8 + [1000.0, 1000.0])
+    assert ci.value == 500.0 and (ci.n, ci.n_reached) == (10, 8)
+    above, below = 0.5 + 2**-53, 0.5 - 2**-54  # one ulp either side of a half
+    for half in (above, 0.5, below):
+        assert intervals.first_at_or_below_half([0.0, 10.0, 20.0, 30.0], [1.0, 0.6, half, 0.3]) == 20.0
+    assert math.isinf(intervals.first_at_or_below_half([0.0, 10.0], [1.0, 0.6]))
+
+
+def test_km_interval_ends_agree_with_lifelines_away_from_a_tie():
+    from lifelines import KaplanMeierFitter
+    from lifelines.utils import median_survival_times
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        t = rng.exponential(300.0, 12).round(1)
+        reached = rng.random(12) < 0.7
+        ci = intervals.km_median([float(x) if r else None for x, r in zip(t, reached, strict=True)], list(t))
+        kmf = KaplanMeierFitter(alpha=0.05).fit(t, event_observed=reached)
+        s = kmf.survival_function_.iloc[:, 0].to_numpy()
+        if np.any(np.abs(s - 0.5) < 1e-6):
+            continue  # a tie at one half: lifelines' exact comparison is what the other test is about
+        low, high = np.asarray(median_survival_times(kmf.confidence_interval_), float).reshape(2)
+        assert (ci.value, ci.low, ci.high) == (kmf.median_survival_time_, low, high)
+
+
 def test_a_median_fewer_than_half_reached_is_not_a_number():
     ci = intervals.km_median([100.0, None, None, None, 130.0], [None, 480.0, 480.0, 480.0, None])
     assert math.isinf(ci.value) and ci.n_reached == 2
