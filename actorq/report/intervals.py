@@ -13,8 +13,9 @@
   ``median_survival_time_`` / ``median_survival_times``: those compare the float estimate with 0.5 exactly, and
   lifelines computes it as ``exp`` of a sum of logs, which lands one ulp either side of an exact half (5 of 10 runs
   reached) depending on the CPU's ``log``/``exp`` kernels (NumPy's AVX-512 ones or its AVX2 ones): the same runs got
-  a median a whole run later on a Zen 4 than on a Zen 3. A run that never reached the threshold is censored at the time it was last seen
-  short of it. When fewer than half the runs reach it the median is infinite: "not reached", never a number.
+  a median a whole run later on a Zen 4 than on a Zen 3. A run that never reached the threshold is censored at the
+  time it was last seen short of it. When fewer than half the runs reach it the median is infinite: "not reached",
+  never a number.
 
 Every interval needs :data:`actorq.report.bootstrap.MIN_RUNS` runs (a bootstrap of one or two runs returns their
 own values). rliable draws its resamples from NumPy's global generator (its ``random_state`` argument does not
