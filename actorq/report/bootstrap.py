@@ -7,7 +7,8 @@ blocked shares. The other intervals come from packages (:mod:`actorq.report.inte
   pairs (the fp32 and int8 runs of one seed share its environment seeds and, in a grid that goes on across
   sessions, its machine: a 2x slower CPU slows both, and resampling the groups independently would count that as
   noise in the ratio); otherwise the groups are resampled independently. The medians are the censored medians of
-  the runs (a run that never reached the threshold counts as slower than every run that did). A run that did not
+  the runs (a run that never reached the threshold counts as slower than every run that did; the
+  ``ceil(n/2)``-th fastest, :func:`actorq.report.stats.median_index`, as the Kaplan-Meier median reads it). A run that did not
   reach the threshold took longer than the time it was last seen short of it (its censoring time; 0 when unknown),
   so a median involving it bounds the ratio from one side only: the lower end of the ratio takes the base's
   unreached runs at their censoring times and the other's as never, the upper end the reverse. fp32 never
@@ -31,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from actorq.report import stats
 
 RESAMPLES = 4000
 LEVEL = 0.95
@@ -87,10 +90,8 @@ def _censored(values: Sequence[float | None]) -> np.ndarray:
 
 
 def _medians(samples: np.ndarray) -> np.ndarray:
-    """Row medians of a (resamples, n) matrix that may hold +inf (no inf - inf, so no NaN)."""
-    s = np.sort(samples, axis=1)
-    n = s.shape[1]
-    return (s[:, (n - 1) // 2] + s[:, n // 2]) / 2.0
+    """Row medians (:func:`actorq.report.stats.median_index`) of a (resamples, n) matrix that may hold +inf."""
+    return np.sort(samples, axis=1)[:, stats.median_index(samples.shape[1])]
 
 
 def _bounds(stat: np.ndarray, level: float) -> tuple[float, float]:

@@ -12,7 +12,10 @@ Definitions (the report prints them too):
 * **Time to threshold**: the time (since the run started) of the first evaluation at which the smoothed return
   is at or above the threshold, smoothing only evaluations made after the learner's first update (an untrained
   policy never "reaches" it); None when never reached. Unreached runs are *censored*: they count as slower
-  than every reached run, so a median over seeds exists only when more than half the seeds reached it.
+  than every reached run. Their median over seeds is the ``ceil(n/2)``-th fastest run (:func:`median_index`), the
+  first time by which at least half the runs had reached it: the Kaplan-Meier median when no run was censored
+  before it, so the time column and the speed-up read the same median. It exists only when at least half the
+  seeds reached the threshold.
 * **Untrained return**: the evaluations made before the learner's first update (learner step 0), smoothed as the
   threshold is (best trailing statistic of ``k``; all of them when fewer). When any run's is at or above the
   threshold, the threshold does not measure learning: the report flags it and claims no speed-up from it.
@@ -165,19 +168,33 @@ class SeedSummary:
         return f"{self.median:.{digits}f}{unit}{spread} ({self.n_reached}/{self.n})"
 
 
-def censored_median(values: Sequence[float | None]) -> SeedSummary:
-    """Median where None means "not reached" (slower than any reached value).
+def median_index(n: int) -> int:
+    """Where the median of ``n`` sorted times to threshold sits (0-based): the ``ceil(n/2)``-th, the first time by
+    which at least half the runs had reached the threshold.
 
-    The median is None unless more than half of the values were reached (for an even count, both middle values
-    must be reached). ``low``/``high`` span the reached values.
+    This is the Kaplan-Meier median's rule (the first time the share still short of it is at or below one half,
+    :func:`actorq.report.intervals.first_at_or_below_half`) for runs none of which was censored before it. The
+    mean of the two middle values, NumPy's median for an even ``n``, would make a cell's median time and the
+    speed-up computed from it disagree: with 5 of 10 runs reached, Kaplan-Meier's median is the 5th time while
+    the mean of the 5th and the unreached 6th is "not reached".
+    """
+    if n < 1:
+        raise ValueError(f"a median needs at least one value, got n={n}")
+    return (n - 1) // 2
+
+
+def censored_median(values: Sequence[float | None]) -> SeedSummary:
+    """Median (:func:`median_index`) where None means "not reached" (slower than any reached value).
+
+    The median is None unless at least half of the values were reached. ``low``/``high`` span the reached values.
     """
     n = len(values)
     reached = sorted(float(v) for v in values if v is not None and math.isfinite(v))
     if not n:
         return SeedSummary(None, None, None, 0, 0)
     ordered = reached + [math.inf] * (n - len(reached))
-    mid = ordered[(n - 1) // 2 : n // 2 + 1]
-    median = None if any(math.isinf(m) for m in mid) else float(np.mean(mid))
+    mid = ordered[median_index(n)]
+    median = None if math.isinf(mid) else mid
     low, high = (reached[0], reached[-1]) if reached else (None, None)
     return SeedSummary(median, low, high, n, len(reached))
 

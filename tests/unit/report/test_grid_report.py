@@ -72,6 +72,23 @@ def test_resamples_where_both_medians_are_unreached_count_as_bounding_nothing():
     assert sure.low == pytest.approx(480 / 350) and is_faster(sure)
 
 
+def test_the_speed_up_divides_the_medians_the_time_column_shows():
+    # The Zen 4's CartPole 8-env cell: fp16 reached 300 in 5 of 10 runs, fp32 in 4 (the rest cut at 480 s).
+    # Kaplan-Meier's median for fp16 is its 5th time; the speed-up must divide by that time, not call fp16's median
+    # unreached (the mean of its 5th and its unreached 6th) and give no estimate beside a median of 444 s.
+    fp32 = [180.0, 260.0, 300.0, 410.0, *[None] * 6]
+    fp16 = [150.0, 250.0, 330.0, 380.0, 444.0, *[None] * 5]
+    at = [480.0] * 10
+    assert intervals.km_median(fp16, at).value == 444.0 and math.isinf(intervals.km_median(fp32, at).value)
+    ci = bootstrap.speedup_ci(fp32, fp16, paired=True, base_censored_at=at, other_censored_at=at)
+    assert ci.bound == ">=" and ci.value == pytest.approx(480 / 444)
+    # All reached, an even count: the 5th of 10 each, as Kaplan-Meier reads them.
+    fp32_all = [float(t) for t in range(100, 200, 10)]
+    int8_all = [50.0, 55.0, 60.0, 65.0, 70.0, 90.0, 95.0, 96.0, 97.0, 98.0]  # mean of the middle two: 80
+    assert intervals.km_median(fp32_all).value == 140.0 and intervals.km_median(int8_all).value == 70.0
+    assert bootstrap.speedup_ci(fp32_all, int8_all, paired=True).value == pytest.approx(2.0)
+
+
 def test_one_or_two_seeds_have_no_interval_and_claim_nothing():
     # The first seed of a task: fp32 never reached the threshold, int8 did. One run resampled is itself, so a
     # bootstrap "interval" would be [inf, inf] and claim a speed-up from one seed.

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from actorq.report import stats
+from actorq.report import intervals, stats
 
 
 def test_smooth_is_trailing_and_undefined_until_k_values():
@@ -64,11 +64,31 @@ def test_censored_median_counts_unreached_runs_as_slowest():
     s = stats.censored_median([10.0, None, 20.0])
     assert (s.median, s.low, s.high, s.n_reached) == (20.0, 10.0, 20.0, 2)
     assert stats.censored_median([10.0, None, None]).median is None  # the median seed never got there
-    assert stats.censored_median([10.0, 20.0, 30.0, None]).median == pytest.approx(25.0)
-    assert stats.censored_median([10.0, 20.0, None, None]).median is None
+    # An even count: the ceil(n/2)-th fastest, the first time by which half the runs had reached it.
+    assert stats.censored_median([10.0, 20.0, 30.0, None]).median == 20.0
+    assert stats.censored_median([10.0, 20.0, None, None]).median == 20.0
+    assert stats.censored_median([10.0, None, None, None]).median is None
     assert stats.censored_median([]).n == 0
     assert "not reached (1/3)" in stats.censored_median([5.0, None, None]).fmt()
     assert stats.censored_median([10.0, 20.0, 30.0]).fmt(0, " s") == "20 s [10-30] (3/3)"
+
+
+def test_the_censored_median_is_the_kaplan_meier_median_when_no_run_was_censored_early():
+    # One rule for a cell's median time and the speed-up computed from it: for every n and number reached, with
+    # the unreached runs censored after every reached time, the two agree (None where Kaplan-Meier says never).
+    rng = np.random.default_rng(3)
+    for n in range(1, 13):
+        for n_reached in range(n + 1):
+            times: list[float | None] = [
+                *rng.uniform(100.0, 400.0, n_reached).round(1),
+                *[None] * (n - n_reached),
+            ]
+            rng.shuffle(times)
+            km = intervals.km_median(times, [480.0] * n).value
+            median = stats.censored_median(times).median
+            assert (median is None and math.isinf(km)) or median == pytest.approx(km), (n, n_reached)
+    with pytest.raises(ValueError, match="at least one"):
+        stats.median_index(0)
 
 
 def test_plain_median_and_ratios():
