@@ -8,10 +8,10 @@ blocked shares. The other intervals come from packages (:mod:`actorq.report.inte
   sessions, its machine: a 2x slower CPU slows both, and resampling the groups independently would count that as
   noise in the ratio); otherwise the groups are resampled independently. The medians are the censored medians of
   the runs (a run that never reached the threshold counts as slower than every run that did; the
-  ``ceil(n/2)``-th fastest, :func:`actorq.report.stats.median_index`, as the Kaplan-Meier median reads it). A run that did not
-  reach the threshold took longer than the time it was last seen short of it (its censoring time; 0 when unknown),
-  so a median involving it bounds the ratio from one side only: the lower end of the ratio takes the base's
-  unreached runs at their censoring times and the other's as never, the upper end the reverse. fp32 never
+  ``ceil(n/2)``-th fastest, :func:`actorq.report.stats.median_index`, as the Kaplan-Meier median reads it). A run
+  that did not reach the threshold took longer than the time it was last seen short of it (its censoring time; 0
+  when unknown), so a median involving it bounds the ratio from one side only: the lower end of the ratio takes
+  the base's unreached runs at their censoring times and the other's as never, the upper end the reverse. fp32 never
   reaching the threshold in 480 s while int8 takes 400 s is a speed-up of at least 1.2x (``>= 1.20``), not
   infinity. A resample where both medians are unreached bounds nothing, its ratio anywhere from 0 to infinity, and
   it counts so: dropping such resamples would raise the interval's lower end (dropping 3 of 100 claimed a speed-up

@@ -193,8 +193,8 @@ def censored_median(values: Sequence[float | None]) -> SeedSummary:
     if not n:
         return SeedSummary(None, None, None, 0, 0)
     ordered = reached + [math.inf] * (n - len(reached))
-    mid = ordered[median_index(n)]
-    median = None if math.isinf(mid) else mid
+    middle = ordered[median_index(n)]
+    median = None if math.isinf(middle) else middle
     low, high = (reached[0], reached[-1]) if reached else (None, None)
     return SeedSummary(median, low, high, n, len(reached))
 
