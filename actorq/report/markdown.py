@@ -16,6 +16,7 @@ from actorq.report.analysis import (
     TaskTable,
 )
 from actorq.report.bootstrap import Interval
+from actorq.report.runs import split_label
 from actorq.timers import BREAKDOWN_COMPONENTS
 
 
@@ -230,10 +231,10 @@ def broadcast_table(t: TaskTable) -> str:
         "apply ms",
         "staleness (learner steps, median)",
     ]
-    base = stats.plain_median([m.message_bytes for m in t.runs.get("fp32", [])]).median
     rows = []
     for label in t.labels():
         runs = t.runs[label]
+        base = stats.plain_median([m.message_bytes for m in t.runs.get(t.base_of(label), [])]).median
         size = stats.plain_median([m.message_bytes for m in runs]).median
         bits = sorted({m.comm_bits for m in runs if m.comm_bits})
         cost = {
@@ -289,11 +290,17 @@ def energy_table(t: TaskTable) -> tuple[str, str]:
             ]
         )
     lo, hi = paper.BLOG_CARBON_RATIO
-    ratio_reach = stats.ratio(to_reach.get("fp32"), to_reach.get("int8"))
-    ratio_run = stats.ratio(run_total.get("fp32"), run_total.get("int8"))
+    ratios = []
+    for cell in sorted({split_label(label)[1] for label in t.labels()}):
+        # Each sweep cell's int8 against its own fp32 (labels carry the cell: "int8 [spi=8]").
+        reach = stats.ratio(to_reach.get("fp32" + cell), to_reach.get("int8" + cell))
+        run = stats.ratio(run_total.get("fp32" + cell), run_total.get("int8" + cell))
+        ratios.append(
+            f"{cell.strip() + ': ' if cell else ''}{fmt(reach, 2, 'x')} to the reward, {fmt(run, 2, 'x')} per run"
+        )
     text = (
-        f"fp32/int8 energy ratio (estimate, median runs): {fmt(ratio_reach, 2, 'x')} to the reward, "
-        f"{fmt(ratio_run, 2, 'x')} per run (runs with a fixed time budget use about the same energy per run, so "
+        f"fp32/int8 energy ratio (estimate, median runs): {'; '.join(ratios)} "
+        "(runs with a fixed time budget use about the same energy per run, so "
         f"the ratio to the reward is the one comparable with the blog's fp32/int8 carbon ratio of {lo}-{hi}x). "
         f"Estimate = CPU seconds of all the run's processes x {WATTS_PER_CORE:.2f} W per busy core "
         "(Xeon Platinum 8580 TDP 350 W / 60 cores; idle and DRAM power excluded), CO2 at the run's codecarbon "

@@ -105,7 +105,8 @@ def projection_table(t: TaskTable, budget: bool = False) -> str:
     measured = "t_budget" if budget else "t_reach"
     rows = []
     for label in t.labels():
-        base = proj.get("fp32")
+        # fp32 of the label's own sweep cell: a sweep's labels carry the cell ("fp32 [spi=8]"), never plain "fp32".
+        base = proj.get(t.base_of(label))
         speed = [stats.ratio(base[i], proj[label][i]) if base else None for i in range(1, len(PROJECTION_K))]
         rows.append(
             [

@@ -192,6 +192,34 @@ def test_sweep_cells_group_and_compare_within_the_cell(tmp_path):
     assert m.learner_blocked_share is not None and m.regime.label != "unknown"
 
 
+def _rows(markdown_table: str) -> dict[str, list[str]]:
+    """``{first cell: cells}`` of a markdown table's body rows."""
+    lines = [line.strip("|").split(" | ") for line in markdown_table.splitlines()[2:]]
+    return {cells[0].strip(): [c.strip() for c in cells] for cells in lines}
+
+
+def test_broadcast_projection_and_energy_compare_int8_with_fp32_of_its_own_cell(tmp_path):
+    # A sweep labels every run with its cell ("fp32 [spi=8]"); these three tables once looked up a plain "fp32"
+    # and printed "-" for every ratio of every swept report, the 4x smaller broadcasts included.
+    from actorq.report import projection_md
+    from tests.unit.report.synthetic import BYTES
+
+    out, _ = _grid(tmp_path)
+    (t,) = build_tables(load_runs([out])[0])
+    broadcast = _rows(md.broadcast_table(t))
+    for spi in ("1", "8"):
+        assert broadcast[f"int8 [{SPI}={spi}]"][3] == f"{BYTES['int8'] / BYTES['fp32']:.2f}x"
+        assert broadcast[f"fp32 [{SPI}={spi}]"][3] == "1.00x"
+    projection = _rows(projection_md.projection_table(t))
+    for spi in ("1", "8"):
+        speedups = projection[f"int8 [{SPI}={spi}]"][-4:]
+        assert all(s.endswith("x") for s in speedups), speedups
+    _, text = md.energy_table(t)
+    for spi in ("1", "8"):
+        assert f"[{SPI}={spi}]: " in text
+    assert text.count(" per run") >= 2 and "- to the reward, - per run" not in text
+
+
 def test_a_key_with_one_value_per_cell_is_a_caveat_for_best_against_best_only(tmp_path):
     # Each experiment of a grid can give its cell its own budget: inside a cell every run has the same, so the
     # per-cell comparison needs no caveat, but one between cells does. A key that varies inside a cell is the
