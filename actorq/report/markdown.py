@@ -293,8 +293,9 @@ def energy_table(t: TaskTable) -> tuple[str, str]:
     ratios = []
     for cell in sorted({split_label(label)[1] for label in t.labels()}):
         # Each sweep cell's int8 against its own fp32 (labels carry the cell: "int8 [spi=8]").
-        reach = stats.ratio(to_reach.get("fp32" + cell), to_reach.get("int8" + cell))
-        run = stats.ratio(run_total.get("fp32" + cell), run_total.get("int8" + cell))
+        int8 = "int8" + cell
+        reach = stats.ratio(to_reach.get(t.base_of(int8)), to_reach.get(int8))
+        run = stats.ratio(run_total.get(t.base_of(int8)), run_total.get(int8))
         ratios.append(
             f"{cell.strip() + ': ' if cell else ''}{fmt(reach, 2, 'x')} to the reward, {fmt(run, 2, 'x')} per run"
         )
