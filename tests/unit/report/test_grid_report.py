@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -264,6 +265,31 @@ def test_the_seed_table_and_the_paper_comparison_bound_a_speed_up_over_a_base_th
     assert f"interval over 3 runs ({fast}) shows" in md.paper_comparison(t)
     del t.runs[f"int8 [{SPI}=1]"]  # int8's best cell is now the one whose fp32 never got there
     assert f"{cell}: >= {ci.value:.2f}x here" in md.paper_comparison(t)
+
+
+def test_the_paper_comparison_names_the_regime_of_each_compared_precision_not_of_the_whole_task(tmp_path):
+    # int8 actors can turn an actor-bound cell learner-bound (the Zen 4's Acrobot 8-env cell: fp32 10/10
+    # actor-bound, int8 9/10 learner-bound). One regime counted over every run of the task called the int8 runs
+    # "mostly actor-bound"; the sentence takes each side's regime from its own runs.
+    out, _ = _grid(tmp_path)
+    (t,) = build_tables(load_runs([out])[0])
+    fast, fast_base = f"int8 [{SPI}=1]", f"fp32 [{SPI}=1]"
+    for label, regime in ((fast, "learner-bound"), (fast_base, "actor-bound")):
+        for m in t.runs[label]:
+            m.regime = dataclasses.replace(m.regime, label=regime)
+    t.runs[fast][0].regime = dataclasses.replace(t.runs[fast][0].regime, label="balanced")
+    text = md.paper_comparison(t)
+    assert (
+        f"Why they differ: here {fast_base} actor-bound in 3 of 3 runs and {fast} learner-bound in 2 of 3 runs"
+        in text
+    )
+    for m in t.runs[fast]:
+        m.regime = dataclasses.replace(m.regime, label="balanced")
+    text = md.paper_comparison(t)
+    assert (
+        f"(less speedup). Here {fast_base} actor-bound in 3 of 3 runs and {fast} balanced in 3 of 3 runs,"
+        in text
+    )
 
 
 def test_report_from_records_alone_equals_report_from_run_dirs(tmp_path):
