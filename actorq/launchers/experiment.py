@@ -7,7 +7,7 @@ The plan, what a finished run is, where unfinished ones go and how a run is star
 to the run (its launcher stops its roles and writes ``summary.json`` with ``exit: interrupted``) and the experiment
 stops with status 130. Rerunning the same command skips finished runs and starts unfinished ones again from
 scratch (the old directory moved to ``OUT/_incomplete/``). With ``--interruptions censor`` a run stopped part-way after
-its first evaluation is not run again: its record says it counts, censored at its last evaluation
+it evaluated a trained policy is not run again: its record says it counts, censored at its last evaluation
 (:data:`actorq.report.records.CENSORED`): a grid that spans sessions must not keep only the runs short enough to
 fit between their ends. ``OUT/experiment.json`` records the plan, the command of every run, and its outcome.
 
@@ -60,6 +60,7 @@ from actorq.launchers.orchestration import (
 from actorq.launchers.same_machine import ALLOW_FLAG, check_same_machine
 from actorq.launchers.sweep import plan_sweeps
 from actorq.launchers.train import planned_config
+from actorq.metrics import read_metrics
 from actorq.report.disturbance import disturbed, measured_share
 from actorq.report.records import CENSORED, RECORDS_DIR, finished_record, marked_censored, write_record
 
@@ -102,10 +103,14 @@ def run_done(out: Path, records_dir: Path, name: str) -> bool:
     return run_finished(out / name) or counted_record(out, records_dir, name) is not None
 
 
-def censorable(summary: dict[str, Any]) -> bool:
-    """Whether a stopped run can count as censored: it was interrupted after its first evaluation. A cut before
-    any evaluation selects nothing (every run lasts longer than that), so such a run is simply run again."""
-    return summary.get("exit") == "interrupted" and int(summary.get("evaluations") or 0) > 0
+def censorable(summary: dict[str, Any], run_dir: Path) -> bool:
+    """Whether a stopped run can count as censored: it was interrupted after an evaluation of a trained policy
+    (learner step > 0; the report counts no earlier one towards the threshold). A cut before that selects nothing
+    (every run lasts longer), so such a run is simply run again rather than censored at its untrained start."""
+    if summary.get("exit") != "interrupted":
+        return False
+    rows = read_metrics(run_dir / "evaluator" / "metrics.csv")
+    return any(r.get("eval_return") is not None and float(r.get("step") or 0) > 0 for r in rows)
 
 
 def run_command(args: argparse.Namespace, run: PlannedRun, run_dir: Path) -> list[str]:
@@ -178,7 +183,7 @@ class Experiment:
             summary, best, others = {}, None, None
         if entry["finished"]:
             self._write_record(run)
-        elif self.args.interruptions == "censor" and censorable(summary):
+        elif self.args.interruptions == "censor" and censorable(summary, run_dir):
             entry["censored"] = self._write_record(run, CENSORED)
         self._save()
         took = entry["ended_at"] - entry["started_at"]

@@ -85,7 +85,8 @@ def test_hours_that_are_not_what_the_budgets_add_up_to_are_refused(tmp_path):
 
 def _fake_runs(monkeypatch, cut: dict[str, int] | None = None) -> list[str]:
     """Runs that finish at once: a summary in the run directory and a record in the records folder. A run named in
-    ``cut`` is stopped part-way instead (``exit: interrupted``) after that many evaluations."""
+    ``cut`` is stopped part-way instead (``exit: interrupted``) after that many evaluations, at learner steps 0, 50,
+    100, ... (the first is the untrained policy's)."""
     started: list[str] = []
     cut = {} if cut is None else cut
 
@@ -95,6 +96,11 @@ def _fake_runs(monkeypatch, cut: dict[str, int] | None = None) -> list[str]:
         summary = {"exit": "max_minutes", "task": "gym:CartPole-v1", "hardware": cpu_info(), "evaluations": 9}
         if run_dir.name in cut:
             summary.update(exit="interrupted", evaluations=cut[run_dir.name])
+            (run_dir / "evaluator").mkdir()
+            rows = [f"{50 * i},{i * 10.0},{i * 500},{20.0 + i}" for i in range(cut[run_dir.name])]
+            (run_dir / "evaluator" / "metrics.csv").write_text(
+                "\n".join(["step,elapsed,actor_steps,eval_return", *rows])
+            )
         (run_dir / "summary.json").write_text(json.dumps(summary))
         started.append(run_dir.name)
         return 130 if run_dir.name in cut else 0
@@ -191,9 +197,14 @@ def test_experiments_and_budget_scale_narrow_the_grid_and_reach_each_run(tmp_pat
 def test_a_run_cut_off_part_way_counts_censored_when_the_grid_says_so(tmp_path, monkeypatch):
     # A session's end cuts a run off with a probability that grows with its length: running it again keeps only the
     # short draws. `interruptions: censor` counts it instead (censored at its last evaluation), except a run cut
-    # before its first evaluation, which selects nothing and runs again.
-    late, early = "fp32-actor.envs_per_actor=1-s1", "int8-actor.envs_per_actor=2-s0"
-    cut = {late: 3, early: 0}
+    # before it evaluated a trained policy (none, or only the untrained one at learner step 0), which selects
+    # nothing and runs again.
+    late, early, untrained = (
+        "fp32-actor.envs_per_actor=1-s1",
+        "int8-actor.envs_per_actor=2-s0",
+        "fp32-actor.envs_per_actor=2-s1",
+    )
+    cut = {late: 3, early: 0, untrained: 1}
     started = _fake_runs(monkeypatch, cut)
     path, out, records = _grid_file(tmp_path, interruptions="censor"), tmp_path / "out", tmp_path / "records"
     assert grid.load_grid(path).interruptions == "censor"
@@ -201,11 +212,11 @@ def test_a_run_cut_off_part_way_counts_censored_when_the_grid_says_so(tmp_path, 
     task = records / "t" / "records"
     record = json.loads((task / f"{late}.json").read_text())
     assert record["interruption"] == "censored" and record["summary"]["exit"] == "interrupted"
-    assert not (task / f"{early}.json").exists()
-    cut.clear()  # the next session: nothing is cut; only the early cut runs again
-    assert _grid(path, out, records) == 0 and started[8:] == [early]
+    assert not (task / f"{early}.json").exists() and not (task / f"{untrained}.json").exists()
+    cut.clear()  # the next session: nothing is cut; only the two early cuts run again
+    assert _grid(path, out, records) == 0 and sorted(started[8:]) == sorted([early, untrained])
     shutil.rmtree(out)  # a fresh checkout: the committed censored record still counts
-    assert _grid(path, out, records) == 0 and len(started) == 9
+    assert _grid(path, out, records) == 0 and len(started) == 10
     # The default runs the late cut again too (its directory set aside), and refuses an unknown policy.
     cut.update({late: 3})
     rerun = tmp_path / "rerun"
