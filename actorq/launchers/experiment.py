@@ -63,6 +63,7 @@ from actorq.launchers.train import planned_config
 from actorq.metrics import read_metrics
 from actorq.report.disturbance import disturbed, measured_share
 from actorq.report.records import CENSORED, RECORDS_DIR, finished_record, marked_censored, write_record
+from actorq.report.stats import trained_evaluations
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +110,11 @@ def censorable(summary: dict[str, Any], run_dir: Path) -> bool:
     (every run lasts longer), so such a run is simply run again rather than censored at its untrained start."""
     if summary.get("exit") != "interrupted":
         return False
-    rows = read_metrics(run_dir / "evaluator" / "metrics.csv")
-    return any(r.get("eval_return") is not None and float(r.get("step") or 0) > 0 for r in rows)
+    rows = [
+        r for r in read_metrics(run_dir / "evaluator" / "metrics.csv") if r.get("eval_return") is not None
+    ]
+    steps = [float(r.get("step") or 0) for r in rows]
+    return trained_evaluations(steps, [float(r["eval_return"]) for r in rows]).size > 0
 
 
 def run_command(args: argparse.Namespace, run: PlannedRun, run_dir: Path) -> list[str]:

@@ -70,7 +70,7 @@ def best_smoothed(
     return best
 
 
-def _trained(learner_steps: Sequence[float], values: Sequence[float]) -> np.ndarray:
+def trained_evaluations(learner_steps: Sequence[float], values: Sequence[float]) -> np.ndarray:
     """Indices of the evaluations made after the learner's first update (learner step > 0)."""
     steps, returns = np.asarray(learner_steps, np.float64), np.asarray(values, np.float64)
     if steps.shape != returns.shape:
@@ -90,7 +90,7 @@ def first_crossing(
     Only evaluations after the learner's first update count, and they are smoothed among themselves: an untrained
     policy's evaluations neither reach the threshold nor lift a trained one's window to it.
     """
-    trained = _trained(learner_steps, values)
+    trained = trained_evaluations(learner_steps, values)
     s = smooth(np.asarray(values, np.float64)[trained], k, statistic)
     hits = np.flatnonzero(np.isfinite(s) & (s >= threshold))
     return int(trained[hits[0]]) if hits.size else None
