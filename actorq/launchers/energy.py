@@ -51,6 +51,23 @@ def _cpu_seconds(proc: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
+def process_key(proc: psutil.Process) -> tuple[int, float]:
+    """``(pid, start)``: one process, told apart from a later one that reuses its pid, the same at every sample.
+
+    ``start`` is the process's start in clock ticks since boot (``/proc/PID/stat``, field 22), which nothing
+    changes. Not psutil's ``create_time()``: that adds ``/proc/stat``'s boot time, which the kernel moves whenever
+    the clock is adjusted (NTP on a VM): each move made every running role a "new" process whose CPU seconds so far
+    were added again (an Acrobot run: 17,850 CPU seconds counted in 2,424 s on 2 cores). Where there is no
+    ``/proc`` (not Linux) it falls back to the create time.
+    """
+    try:
+        stat = Path(f"/proc/{proc.pid}/stat").read_bytes()
+        # The name (field 2) is in parentheses and may hold spaces or ")": the fields after its last ")" start at 3.
+        return proc.pid, float(stat.rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return proc.pid, proc.create_time()
+
+
 def machine_cpu_seconds() -> tuple[float, float]:
     """``(busy, steal)``: CPU seconds the whole machine ran since boot, summed over its CPUs, and of those the
     steal (time the hypervisor gave other guests while this one wanted the CPU). Busy counts every process, the
@@ -156,7 +173,7 @@ class EnergyMeter:
         self.period_s = period_s
         self._use_codecarbon = codecarbon
         self._codecarbon: _Codecarbon | None = None
-        self._last: dict[tuple[int, float], float] = {}  # (pid, create_time) -> last CPU seconds seen
+        self._last: dict[tuple[int, float], float] = {}  # process_key -> last CPU seconds seen
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -173,7 +190,7 @@ class EnergyMeter:
         with contextlib.suppress(psutil.Error):
             for proc in self._self.children(recursive=True):
                 with contextlib.suppress(psutil.Error):
-                    key = (proc.pid, proc.create_time())
+                    key = process_key(proc)
                     seconds = _cpu_seconds(proc)
                     with self._lock:
                         self._last[key] = max(seconds, self._last.get(key, 0.0))

@@ -27,6 +27,37 @@ log = logging.getLogger(__name__)
 MEASURED = "measured"
 CODECARBON = "codecarbon"
 
+CPU_SLACK_S = 5.0
+"""CPU seconds a run's own total may exceed what the machine's cores could run, in one sampling interval or over
+the run, before the total is taken for a miscount (sampling and ``/proc/stat`` differ by a few seconds: 0.3%
+over 887 s in committed runs)."""
+
+
+def cpu_double_counted(energy: dict[str, Any], curve: list[list[float]]) -> bool:
+    """Whether a run's own CPU seconds count some of its processes more than once, so that they, the energy
+    estimated from them and the outside share (the machine's busy seconds minus them, clipped at zero) are wrong.
+
+    Launchers before :func:`actorq.launchers.energy.process_key` told processes apart by psutil's create time,
+    which moves with the clock: a move re-counted every running role's CPU so far (an Acrobot fp16 run recorded
+    17,850 CPU seconds in 2,424 s on 2 cores, and an outside share of 0). Seen as the cumulative CPU curve rising
+    faster than ``machine_cores`` in one interval (the last one excepted: it adds the reaped roles' children at
+    once), or the run's total above the whole machine's busy seconds.
+
+    Args:
+        energy: The run's ``summary.energy``.
+        curve: ``[[elapsed, cpu_seconds], ...]``, the meter's cumulative samples (``energy_curve``).
+    """
+    cores = energy.get("machine_cores")
+    if not isinstance(cores, int) or cores <= 0:
+        return False
+    inner = curve[:-1]
+    for (t0, c0), (t1, c1) in zip(inner[:-1], inner[1:], strict=True):
+        if c1 - c0 > (t1 - t0) * cores + CPU_SLACK_S:
+            return True
+    own, machine = energy.get("cpu_seconds"), energy.get("machine_cpu_seconds")
+    numbers = isinstance(own, (int, float)) and isinstance(machine, (int, float))
+    return numbers and own > machine * 1.01 + CPU_SLACK_S
+
 
 def measured_share(summary: dict[str, Any]) -> float | None:
     """The share the launcher measured, from a run's ``summary.json``; None for runs made before it did."""
@@ -93,21 +124,29 @@ def share_cell(share: float | None, source: str | None) -> str:
 def disturbed_note(runs: list) -> str:
     """A sentence on the runs (:class:`~actorq.report.measure.RunMetrics`) others disturbed, or that none was;
     empty when no run has the figure."""
+    miscounted = [m.run.name for m in runs if m.cpu_miscounted]
+    dropped = (
+        f" {len(miscounted)} run(s) have no figure, and no energy estimate, because the launcher counted some of "
+        f"their processes twice (its clock moved; the launcher keys processes by start ticks since): "
+        f"{', '.join(miscounted)}."
+        if miscounted
+        else ""
+    )
     known = [m for m in runs if m.outside_share is not None]
     if not known:
-        return ""
+        return dropped.strip()
     limit = f"{OUTSIDE_LOAD_LIMIT:.0%}"
     bad = sorted((m for m in known if disturbed(m.outside_share)), key=lambda m: -m.outside_share)
     if not bad:
         worst = max(m.outside_share for m in known)
         return (
             f"Other processes used at most {worst:.1%} of the machine while each run ran "
-            f"(limit {limit}; {len(known)} of {len(runs)} runs have the figure)."
+            f"(limit {limit}; {len(known)} of {len(runs)} runs have the figure)." + dropped
         )
     named = ", ".join(f"{m.run.name} ({m.outside_share:.0%})" for m in bad)
     return (
         f"**{len(bad)} of {len(known)} runs shared the machine**: other processes used more than {limit} of its "
         f"CPU while they ran: {named}. Their times and rates are slowed by that, not only by their settings. "
         "Run them again: move OUT/<run> aside (e.g. into OUT/_incomplete), delete its record, and rerun the "
-        "experiment's command (it runs only what is missing)."
+        "experiment's command (it runs only what is missing)." + dropped
     )

@@ -18,7 +18,7 @@ import numpy as np
 
 from actorq.metrics import UNFINISHED_EXITS
 from actorq.report import bootstrap, stats
-from actorq.report.disturbance import outside_share
+from actorq.report.disturbance import cpu_double_counted, outside_share
 from actorq.report.regime import Regime, RunRates
 from actorq.report.runs import RunData
 from actorq.timers import BREAKDOWN_COMPONENTS
@@ -113,6 +113,9 @@ class RunMetrics:
     """Share of the machine's CPU other processes used while the run ran (:mod:`actorq.report.disturbance`)."""
     outside_source: str | None = None
     """Where ``outside_share`` comes from: "measured" (the launcher) or "codecarbon" (older runs)."""
+    cpu_miscounted: bool = False
+    """The launcher counted some of the run's processes twice (:func:`disturbance.cpu_double_counted`): its CPU
+    seconds, energy and outside share are dropped (None), not reported wrong."""
 
     @property
     def label(self) -> str:
@@ -390,7 +393,17 @@ def measure_run(run: RunData, threshold: float | None, k: int, statistic: str) -
     m.message_bytes = run.summary.get("message_bytes")
     m.comm_bits = run.summary.get("comm_bits")
     curve = agg.get("energy_curve") or []
-    if m.t_reach is not None and curve:
+    if cpu_double_counted(run.summary.get("energy") or {}, curve):
+        log.warning(
+            "%s: its launcher counted some processes twice (%s CPU seconds in %.0f s): no CPU, energy or "
+            "outside-share figure for this run",
+            run.name,
+            m.cpu_seconds,
+            m.wall,
+        )
+        m.cpu_miscounted = True
+        m.cpu_seconds = m.outside_share = m.outside_source = None
+    elif m.t_reach is not None and curve:
         elapsed, cpu = np.asarray(curve, np.float64).T
         m.cpu_to_reach = float(np.interp(m.t_reach, elapsed, cpu))
     return m

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import psutil
 import pytest
 
 from actorq.launchers import energy as energy_mod
@@ -43,6 +44,34 @@ def test_live_children_are_sampled(tmp_path):
         proc.kill()
         proc.wait()
     assert live >= 0.5  # seen while the child was still running (before any rusage)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="psutil's boot time comes from /proc/stat")
+def test_a_process_is_counted_once_while_the_boot_time_moves(tmp_path, monkeypatch):
+    # psutil's create_time() adds /proc/stat's boot time, which the kernel moves when the clock is adjusted (NTP on
+    # a VM). Here it moves a second at every reading, so a meter keyed by create_time sees a new process each time.
+    from psutil import _pslinux
+
+    boot = [_pslinux.boot_time()]
+
+    def moving_boot_time() -> float:
+        boot[0] += 1.0
+        return boot[0]
+
+    monkeypatch.setattr(_pslinux, "boot_time", moving_boot_time)
+    with EnergyMeter(tmp_path, period_s=0.05, codecarbon=False) as meter:
+        proc = subprocess.Popen([sys.executable, "-c", BUSY.format(cpu=30)])
+        try:
+            wait_until(
+                lambda: meter.samples >= 20 and meter.children_seconds() >= 0.5, 60, "20 samples, 0.5 s"
+            )
+            counted = meter.children_seconds()
+            # Read after the meter's figure: the child's own CPU time can only have grown since.
+            assert counted <= energy_mod._cpu_seconds(psutil.Process(proc.pid)) + 1e-6
+        finally:
+            proc.kill()
+            proc.wait()
+    assert max(r["processes"] for r in read_metrics(tmp_path / "energy" / "metrics.csv")) == 1
 
 
 class _Emissions:

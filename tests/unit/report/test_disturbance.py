@@ -9,7 +9,14 @@ import pytest
 
 from actorq.metrics import OUTSIDE_LOAD_LIMIT
 from actorq.report.cli import build_report
-from actorq.report.disturbance import CODECARBON, MEASURED, disturbed, measured_share, outside_share
+from actorq.report.disturbance import (
+    CODECARBON,
+    MEASURED,
+    cpu_double_counted,
+    disturbed,
+    measured_share,
+    outside_share,
+)
 from actorq.report.records import load_records, write_record
 from actorq.report.runs import load_run
 from tests.unit.report.synthetic import make_run, ramp_returns
@@ -101,3 +108,44 @@ def test_a_quiet_machine_is_said_so_and_unknown_figures_say_nothing(tmp_path):
     assert "Other processes used at most 1.2% of the machine while each run ran" in text
     text = build_report([str(tmp_path / "unknown")], tmp_path / "r2").read_text()
     assert "shared the machine" not in text and "Other processes used at most" not in text
+
+
+def test_a_cpu_curve_faster_than_the_machine_is_a_miscount():
+    energy = {"machine_cores": 2, "cpu_seconds": 200.0, "machine_cpu_seconds": 204.0}
+    steady = [[t, 1.9 * t] for t in range(0, 101, 5)]
+    assert not cpu_double_counted(energy, steady)
+    # A role re-counted with its CPU so far: 60 s in a 5-s interval of a 2-core machine.
+    jump = [[t, 1.9 * t + (60.0 if t >= 50 else 0.0)] for t in range(0, 101, 5)]
+    assert cpu_double_counted(energy, jump)
+    # The last interval adds the reaped roles' children at once: not a miscount by itself.
+    assert not cpu_double_counted(energy, steady + [[100.5, 190.0 + 12.0]])
+    # Nor is the sampling slack between the run's total and /proc/stat's; more than the whole machine ran is.
+    assert cpu_double_counted(dict(energy, cpu_seconds=260.0), steady)
+    assert not cpu_double_counted({k: v for k, v in energy.items() if k != "machine_cores"}, jump)
+
+
+def test_a_miscounted_run_has_no_cpu_figures_and_the_report_names_it(tmp_path):
+    runs = tmp_path / "runs"
+    for precision in ("fp32", "int8"):
+        path = make_run(runs, precision, 0, ramp_returns(12, 60))
+        _measured(path, 0.01)
+    rows = "\n".join(
+        f"{i},{t},{1.5 * t + (900.0 if t >= 40 else 0.0)},{t}" for i, t in enumerate(range(0, 101, 5))
+    )
+    (runs / "fp32-s0" / "energy" / "metrics.csv").write_text("step,elapsed,cpu_seconds,time\n" + rows + "\n")
+    for source, out in ((runs, "r"), (None, "r2")):
+        if source is None:  # the same from the curated records
+            for path in sorted(p for p in runs.iterdir() if p.is_dir()):
+                write_record(path, tmp_path / "records")
+            source = tmp_path / "records"
+        text = build_report([str(source)], tmp_path / out).read_text()
+        assert "1 run(s) have no figure, and no energy estimate" in text and "twice" in text
+        data = json.loads((tmp_path / out / "report.json").read_text())
+        per_run = {
+            name: numbers
+            for task in data.values()
+            for cell in task["labels"].values()
+            for name, numbers in cell["per_run"].items()
+        }
+        assert per_run["fp32-s0"]["outside_share"] is None
+        assert per_run["int8-s0"]["outside_share"] == pytest.approx(0.01)
