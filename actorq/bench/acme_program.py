@@ -23,6 +23,7 @@ import numpy as np
 
 from actorq.algorithms.d4pg import ALGORITHM as D4PG
 from actorq.config import ExperimentConfig, save_config
+from actorq.launchers.energy import process_key
 from actorq.metrics import MetricsWriter, evaluation_row, read_metrics
 from actorq.report.stats import DEFAULT_WINDOW, first_crossing
 from actorq.roles.common import EXIT_FAILED
@@ -211,7 +212,7 @@ class CpuSampler:
         for proc in self._me.children(recursive=True):
             with contextlib.suppress(psutil.Error):
                 times = proc.cpu_times()
-                key = (proc.pid, proc.create_time())
+                key = process_key(proc)  # not create_time(): it moves with the clock
                 self._last[key] = max(self._last.get(key, 0.0), times.user + times.system)
         total = sum(self._last.values())
         self._writer.write(

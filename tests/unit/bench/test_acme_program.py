@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from types import SimpleNamespace
+
+import psutil
+import pytest
 
 from actorq.bench import acme_program
 from actorq.bench.acme_program import PeriodicEvaluator, RunDirLogger, _stop_reason, policy_bytes
 from actorq.metrics import MetricsWriter, read_metrics
 from tests.conftest import tiny_config
+from tests.waiting import wait_until
 
 
 class _Env:
@@ -97,3 +103,20 @@ def test_comparison_table_reports_speedups_against_acme(tmp_path):
     # Curves ramp over 200 (Acme), 150 (ActorQ fp32) and 100 (int8) evaluations, 10 s apart.
     assert 1.2 < vs_acme["fp32"] < 1.45 and 1.7 < vs_acme["int8"] < 2.1
     assert 0.65 < vs_fp32["acme-fp32"] < 0.85 and 1.35 < vs_fp32["int8"] < 1.65
+
+
+@pytest.mark.usefixtures("moving_boot_time")
+def test_cpu_sampler_counts_a_process_once_while_the_boot_time_moves(tmp_path):
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 30: pass\n"
+    sampler = acme_program.CpuSampler(tmp_path, period_s=600)  # its thread stays out: this test samples
+    with sampler:
+        proc = subprocess.Popen([sys.executable, "-c", busy])
+        try:
+            counted = wait_until(lambda: (c := sampler.sample()) >= 0.5 and c, 60, "0.5 s of the child's CPU")
+            for _ in range(10):
+                counted = sampler.sample()
+            times = psutil.Process(proc.pid).cpu_times()  # read after: the child's CPU can only have grown
+            assert counted <= times.user + times.system + 1e-6
+        finally:
+            proc.kill()
+            proc.wait()

@@ -46,19 +46,8 @@ def test_live_children_are_sampled(tmp_path):
     assert live >= 0.5  # seen while the child was still running (before any rusage)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="psutil's boot time comes from /proc/stat")
-def test_a_process_is_counted_once_while_the_boot_time_moves(tmp_path, monkeypatch):
-    # psutil's create_time() adds /proc/stat's boot time, which the kernel moves when the clock is adjusted (NTP on
-    # a VM). Here it moves a second at every reading, so a meter keyed by create_time sees a new process each time.
-    from psutil import _pslinux
-
-    boot = [_pslinux.boot_time()]
-
-    def moving_boot_time() -> float:
-        boot[0] += 1.0
-        return boot[0]
-
-    monkeypatch.setattr(_pslinux, "boot_time", moving_boot_time)
+@pytest.mark.usefixtures("moving_boot_time")
+def test_a_process_is_counted_once_while_the_boot_time_moves(tmp_path):
     with EnergyMeter(tmp_path, period_s=0.05, codecarbon=False) as meter:
         proc = subprocess.Popen([sys.executable, "-c", BUSY.format(cpu=30)])
         try:
