@@ -145,7 +145,11 @@ def _node_ips(summary: dict) -> dict[str, str]:
     return {label: node["node_ip"] for label, node in summary["ray"]["nodes"].items()}
 
 
-def test_budget_run_across_hosts_counts_what_replay_received(ns_cluster):
+def test_budget_run_across_hosts_counts_what_each_replay_shard_received(ns_cluster):
+    """A step-budget run across hosts with ``replay.shards=2``: both shards run where replay goes (no
+    ``replay_host`` node here: the learner's host), actor i writes to shard i % 2 over the link, and the summary's
+    counts are what the shards received. (One run for the budget and the shards: each run costs the cluster a
+    TensorFlow start per role, and a single shard is every other Ray test's placement.)"""
     hosts, actor_host = ns_cluster.hosts, ns_cluster.actor_host
     # No rate limit on inserts (samples_per_insert 0): at the stop, every transition an actor counted can still be
     # confirmed by replay. (With a limit, the learner stops first and the limiter then holds the actors' last
@@ -154,7 +158,7 @@ def test_budget_run_across_hosts_counts_what_replay_received(ns_cluster):
     run = Run(
         ns_cluster,
         "budget",
-        _config(max_actor_steps=600, max_minutes=4, **{"replay.samples_per_insert": 0.0}),
+        _config(max_actor_steps=600, max_minutes=4, **{"replay.samples_per_insert": 0.0, "replay.shards": 2}),
     )
     code = run.finish(300)
     assert code == 0, run.tail()
@@ -170,19 +174,21 @@ def test_budget_run_across_hosts_counts_what_replay_received(ns_cluster):
     assert not any(summary["restarts"].values()), summary["restarts"]
     # Placed by resource, on the hosts' own addresses.
     ips = _node_ips(summary)
-    assert {ips[label] for label in LEARNER_SIDE} == {hosts[0].address}, ips
+    assert {ips[label] for label in (*LEARNER_SIDE, "replay_1")} == {hosts[0].address}, ips
     assert {ips[label] for label in ACTORS} == {hosts[actor_host].address}, ips
     # Each role's records lie on its own host's disk only.
     for label in ACTORS:
         assert run.record(actor_host, label) is not None and run.record(0, label) is None, label
-    for label in LEARNER_SIDE:
+    for label in (*LEARNER_SIDE, "replay_1"):
         assert run.record(0, label) is not None and run.record(actor_host, label) is None, label
     # Every role used the key the operator copied to its host: the run's own (the summary names it).
     run_id = load_key_file(run.key).run_id_hex
     assert summary["weights_signing"]["scheme"] == "hmac-sha256"
     assert summary["weights_signing"]["run_id"] == run_id
     assert {
-        node["weights_run_id"] for label, node in summary["ray"]["nodes"].items() if label != "replay"
+        node["weights_run_id"]
+        for label, node in summary["ray"]["nodes"].items()
+        if label not in ("replay", "replay_1")
     } == {run_id}
     key_text = run.key.read_text().strip()
     assert key_text not in (run.run_dir / "summary.json").read_text()
@@ -190,14 +196,24 @@ def test_budget_run_across_hosts_counts_what_replay_received(ns_cluster):
         for log_file in (run.dir(host) / "logs").glob("*.log"):
             assert key_text not in log_file.read_text(errors="replace"), log_file
     # The summary's count is what replay received: every env step one transition (n_step 1), none lost between
-    # hosts. The final records are read after the roles stopped (their last report).
-    replay = run.record(0, "replay")
-    actor_records = [run.record(actor_host, label) for label in ACTORS]
-    assert summary["actor_steps"] == sum(r.step for r in actor_records), (
+    # hosts, each shard exactly its own actor's. The final records are read after the roles stopped (their last
+    # report).
+    replay = summary["replay"]
+    assert replay["shards"] == 2 and set(replay["per_shard"]) == {"replay", "replay_1"}, replay
+    actors = {label: run.record(actor_host, label) for label in ACTORS}
+    for shard, label in (("replay", "actor_0"), ("replay_1", "actor_1")):
+        counts = replay["per_shard"][shard]
+        assert counts["inserts"] == counts["actor_steps"] == actors[label].step > 0, (
+            shard,
+            counts,
+            actors[label],
+        )
+        assert run.record(0, shard).inserts == counts["inserts"], shard
+    assert replay["inserts"] == summary["actor_steps"] == sum(a.step for a in actors.values()), (
+        replay,
         summary["actor_steps"],
-        actor_records,
+        actors,
     )
-    assert replay.inserts == summary["actor_steps"], (replay.inserts, summary["actor_steps"])
     run.assert_nothing_left()
 
 
@@ -282,35 +298,4 @@ def test_killed_and_host_lost_actors_continue_their_steps_and_ctrl_c_leaves_noth
     assert summary["exit"] == "interrupted", summary["exit"]
     assert summary["restarts"]["actor_0"] >= 2 and summary["restarts"]["actor_1"] >= 1, summary["restarts"]
     assert {_node_ips(summary)[label] for label in ACTORS} == {hosts[new].address}
-    run.assert_nothing_left()
-
-
-def test_two_replay_shards_across_hosts_each_hold_their_actors_steps(ns_cluster):
-    """``replay.shards=2`` under Ray: both shards run where replay goes (no ``replay_host`` node here: the
-    learner's host), actor i writes to shard i % 2 over the link, and the summary's counts are the shards' sums."""
-    hosts = ns_cluster.hosts
-    run = Run(
-        ns_cluster,
-        "shards",
-        _config(max_actor_steps=600, max_minutes=4, **{"replay.samples_per_insert": 0.0, "replay.shards": 2}),
-    )
-    code = run.finish(300)
-    assert code == 0, run.tail()
-    summary = run.summary()
-    assert summary["exit"] == "max_actor_steps", summary["exit"]
-    ips = _node_ips(summary)
-    assert {ips["replay"], ips["replay_1"]} == {hosts[0].address}, ips
-    replay = summary["replay"]
-    assert replay["shards"] == 2 and set(replay["per_shard"]) == {"replay", "replay_1"}, replay
-    actors = {label: run.record(ns_cluster.actor_host, label) for label in ACTORS}
-    # Each shard received exactly its own actor's transitions (n_step 1, no rate limit: none held back at the stop).
-    for shard, label in (("replay", "actor_0"), ("replay_1", "actor_1")):
-        counts = replay["per_shard"][shard]
-        assert counts["inserts"] == counts["actor_steps"] == actors[label].step > 0, (
-            shard,
-            counts,
-            actors[label],
-        )
-        assert run.record(0, shard).inserts == counts["inserts"], shard
-    assert replay["inserts"] == summary["actor_steps"] == sum(a.step for a in actors.values()), replay
     run.assert_nothing_left()
