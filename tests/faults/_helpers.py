@@ -21,6 +21,10 @@ from actorq.metrics import read_metrics
 log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
+REPLAY_CKPT = r"replay checkpoint \S+ between (?P<before>[\w= ]+?) and (?P<after>[\w= ]+?) \("
+"""The replay role's log line for each checkpoint: its table sizes before and after writing it."""
+REPLAY_UP = r"replay serving on port \d+ with (?P<sizes>[\w= ]+)"
+"""The replay role's log line once it serves: its table sizes, i.e. what it restored from a checkpoint."""
 
 
 def rows(run_dir: Path, role: str) -> list[dict]:

@@ -24,6 +24,8 @@ import pytest
 from actorq.config import save_config
 from tests.conftest import tiny_config
 from tests.faults._helpers import (
+    REPLAY_CKPT,
+    REPLAY_UP,
     ROOT,
     alive,
     last,
@@ -44,9 +46,7 @@ RATE_LIMITER_TIMEOUT_S = 20.0
 WINDOW_S = 4.0  # throughput is measured over this many seconds before and after each fault
 ACTORS = ("actor_0", "actor_1")
 ROLES = ("replay", "learner", "quantizer", *ACTORS, "evaluator")
-REPLAY_CKPT = r"replay checkpoint \S+ between (?P<before>[\w= ]+?) and (?P<after>[\w= ]+?) \("
 RESUMED_ABOVE = r"continuing versions above v(\d+)"
-REPLAY_UP = r"replay serving on port \d+ with (?P<sizes>[\w= ]+)"
 
 
 @dataclass
