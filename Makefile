@@ -45,9 +45,11 @@ help:
 venv: $(STAMP)
 
 # Find Python 3.10: $PYTHON310, python3.10 on PATH (if it really runs), then pyenv's 3.10.x installs.
-# pip installs with --no-compile: byte-compiling the lock's ~24,000 .py files (compileall -f) takes 161 s,
-# half of a 337-s venv build (2026-12-06, Zen 1 EPYC); a run imports a fraction of them, each compiled once
-# on its first import.
+# pip byte-compiles what it installs one file at a time: for the lock's ~24,000 .py files that is about half of a
+# 337-s venv build (compileall -f -j 1: 161 s; 2026-12-06, Zen 1 EPYC). So pip installs with --no-compile and
+# compileall does it on every core (-j 0). It must be done here: these machines set PYTHONDONTWRITEBYTECODE=1, so
+# a venv without .pyc files recompiles every module in every process (CI's first pass took 673 s, not 537).
+# compileall's exit status is ignored as pip ignores files that do not compile (some packages' test data).
 $(STAMP): requirements.lock pyproject.toml
 	@set -e; \
 	py="$${PYTHON310:-}"; \
@@ -87,6 +89,7 @@ $(STAMP): requirements.lock pyproject.toml
 	"$$py" -m venv $(VENV); \
 	$(PY) -m pip install -q --no-cache-dir --upgrade "pip<27" wheel setuptools; \
 	$(PY) -m pip install -q --no-cache-dir --no-compile -r requirements.lock; \
+	$(PY) -m compileall -qq -j 0 $(VENV)/lib >/dev/null 2>&1 || true; \
 	$(PY) -m pip install -q --no-cache-dir --no-deps --no-build-isolation -e .; \
 	$(PY) -m pip check; \
 	touch $(STAMP)
