@@ -83,7 +83,7 @@ def _assert_ran_every_role(run_dir: Path, launcher: str, budget: int, envs: int,
 @pytest.mark.parametrize(
     "launcher",
     # ray without --ray-address: the run starts its own local cluster and must stop it. The local launcher's run is
-    # test_resume_continues_from_the_checkpoint's first half (each run costs a TensorFlow start per role).
+    # test_resume_continues_from_the_checkpoint_and_restores_every_replay_shard's first half (one TF start per role).
     ["launchpad", "inprocess", pytest.param("ray", marks=pytest.mark.ray)],
 )
 def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
