@@ -15,11 +15,11 @@ from actorq.launchers import experiment, grid, train
 from actorq.launchers.train import cmd_train, resolve_train_config
 from actorq.roles import cli as role_cli
 from actorq.roles.cli import cmd_role
-from actorq.usage import EXIT_USAGE, CliError, run_command
+from actorq.usage import run_command
 
 log = logging.getLogger("actorq")
 
-__all__ = ["EXIT_USAGE", "CliError", "build_parser", "cmd_role", "cmd_train", "main", "resolve_train_config"]
+__all__ = ["build_parser", "cmd_role", "cmd_train", "main", "resolve_train_config"]
 
 
 # -- tasks --------------------------------------------------------------------------------------------------------
@@ -84,7 +84,7 @@ def _add_optional(owner: argparse.ArgumentParser, subparsers, module: str, funct
 
 def main(argv: list[str] | None = None) -> int:
     """The ``actorq`` command; returns its exit status (2 and one ``error:`` line for bad input)."""
-    return run_command(build_parser(), argv, role_cli.user_errors())
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":

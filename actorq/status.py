@@ -28,13 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from actorq.errors import ActorQError
+
 log = logging.getLogger(__name__)
 
 STATUS_FILE = "status.json"
 """The file name of a role's status record inside its directory (``RUN_DIR/<label>/``)."""
 
 
-class StatusError(ValueError):
+class StatusError(ActorQError, ValueError):
     """A status record that is not one this version of ActorQ writes (unknown role, fields missing, extra or mistyped)."""
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from actorq.bench.acme_program import LABEL
 from actorq.config import ConfigError, load_config, replace, save_config
+from actorq.errors import ExitCode
 from actorq.launchers import orchestration
 
 QUICK_OVERRIDES = [
@@ -107,7 +108,7 @@ def _main(args: argparse.Namespace) -> int:
             sys.stdout.write(f"    status {code} after {time.time() - started:.0f}s (log: {log_path})\n")
             if process.interrupted:
                 sys.stdout.write("interrupted: rerun the same command to resume\n")
-                return orchestration.EXIT_INTERRUPTED
+                return ExitCode.INTERRUPTED
     sys.stdout.write(comparison_table(out) + "\n")
     from actorq.report.cli import build_report
 

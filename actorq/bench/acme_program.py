@@ -23,11 +23,10 @@ import numpy as np
 
 from actorq.algorithms.d4pg import ALGORITHM as D4PG
 from actorq.config import ExperimentConfig, save_config
+from actorq.errors import ExitCode
 from actorq.launchers.energy import process_key
 from actorq.metrics import MetricsWriter, evaluation_row, read_metrics
 from actorq.report.stats import DEFAULT_WINDOW, first_crossing
-from actorq.roles.common import EXIT_FAILED
-from actorq.usage import EXIT_INTERRUPTED
 
 LABEL = "acme-fp32"
 
@@ -351,7 +350,7 @@ def run_acme(config: ExperimentConfig, run_dir: Path) -> int:
     if failure:
         summary["failure"] = failure
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    return {"interrupted": EXIT_INTERRUPTED, "role_failed": EXIT_FAILED}.get(reason, 0)
+    return {"interrupted": ExitCode.INTERRUPTED, "role_failed": ExitCode.FAILED}.get(reason, 0)
 
 
 if __name__ == "__main__":

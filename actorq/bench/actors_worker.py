@@ -29,9 +29,9 @@ from actorq import algorithms
 from actorq.bench.common import START_TIMEOUT_S, close_workdir
 from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
 from actorq.config import ExperimentConfig, replace, save_config
-from actorq.roles.weights_key import ensure_run_key, load_key_file
 from actorq.timers import BREAKDOWN_COMPONENTS
 from actorq.usage import child_environment
+from actorq.weights_key import ensure_run_key, load_key_file
 
 log = logging.getLogger(__name__)
 

@@ -234,7 +234,7 @@ def placement(plan: CommPlan, workdir: Path) -> Iterator[Placement]:
 
 def run_bench(config: ExperimentConfig, plan: CommPlan) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Start the hosts (``plan.netns``) and workers, run the blocks, remove everything; (records, hosts)."""
-    from actorq.roles.weights_key import ensure_run_key
+    from actorq.weights_key import ensure_run_key
 
     workdir = Path(tempfile.mkdtemp(prefix="actorq-bench-comm-"))
     plan = dataclasses.replace(plan, key_file=ensure_run_key(workdir))  # signed messages, as in training

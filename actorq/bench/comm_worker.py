@@ -95,7 +95,7 @@ class Publisher:
 
     def prepare(self, config, run_dir: str, key_file: str) -> dict[str, Any]:
         from actorq.roles.quantizer import QuantizerRole
-        from actorq.roles.weights_key import load_key_file
+        from actorq.weights_key import load_key_file
 
         self.close_role()
         self.key = load_key_file(key_file)
@@ -170,7 +170,7 @@ class Actor:
 
     def prepare(self, config, run_dir: str, key_file: str, index: int) -> dict[str, Any]:
         from actorq.roles.actor import ActorRole
-        from actorq.roles.weights_key import load_key_file
+        from actorq.weights_key import load_key_file
 
         self.close()
         self.role = ActorRole(

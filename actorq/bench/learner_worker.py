@@ -29,7 +29,7 @@ STOP_TIMEOUT_S = 30.0
 def start_worker(index: int, name: str, config_path: Path, address: str, workdir: Path) -> BenchWorker:
     """Bench side: start variant ``name``'s worker on ``config_path``, in the learner environment it asks for."""
     from actorq.config import load_config
-    from actorq.roles.common import learner_environment
+    from actorq.roles.process_setup import learner_environment
 
     log_path = workdir / f"worker_{index}.log"
     # As the local placement starts the learner role: the child environment, then the learner's own settings.
@@ -123,12 +123,12 @@ def worker_main(config_path: str, address: str, run_dir: str) -> NoReturn:
     """Serve prepare/go/exit commands on stdin (see the module docstring)."""
     proto = open_protocol()
     from actorq.config import load_config
-    from actorq.roles.common import apply_learner_environment
+    from actorq.roles.process_setup import apply_learner_environment
 
     config = load_config(config_path)
     apply_learner_environment(config)  # already in the environment the parent gave us; checks it is in time
     from actorq.roles.learner import LearnerRole
-    from actorq.roles.weights_key import ensure_run_key, load_key_file
+    from actorq.weights_key import ensure_run_key, load_key_file
 
     # Signed publishing, as in a real run (its cost is part of the publishing time measured).
     weights_key = load_key_file(ensure_run_key(run_dir))

@@ -43,8 +43,8 @@ import yaml
 
 from actorq.config import ConfigError, load_config, replace
 from actorq.config.loading import to_dict
+from actorq.errors import ExitCode
 from actorq.launchers.orchestration import (
-    EXIT_INTERRUPTED,
     LOGS_DIR,
     RUN_OVERHEAD_MIN,
     PlannedRun,
@@ -260,7 +260,7 @@ class Experiment:
                     )
         if self.process.interrupted:
             sys.stdout.write(f"interrupted: rerun the same command to resume ({self.out})\n")
-            return EXIT_INTERRUPTED
+            return ExitCode.INTERRUPTED
         sys.stdout.write(
             f"experiment done: {len(self.runs) - len(failed)}/{len(self.runs)} runs finished in {self.out}; "
             f"report: actorq report {self.records_dir} --out {self.out}/report\n"

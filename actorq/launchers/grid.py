@@ -30,8 +30,9 @@ from typing import Any
 import yaml
 
 from actorq.config import ConfigError
+from actorq.errors import ExitCode
 from actorq.launchers import experiment
-from actorq.launchers.orchestration import EXIT_INTERRUPTED, RUN_OVERHEAD_MIN, parse_precisions
+from actorq.launchers.orchestration import RUN_OVERHEAD_MIN, parse_precisions
 from actorq.launchers.same_machine import ALLOW_FLAG
 
 HOURS_TOLERANCE = 0.05
@@ -280,7 +281,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         parsed = _parse(argv)
         code = parsed.func(parsed)
-        if code == EXIT_INTERRUPTED:
+        if code == ExitCode.INTERRUPTED:
             return code
         status = status or code
     tasks = sorted({str(records / e.task / "records") for e in grid.experiments})

@@ -31,9 +31,6 @@ from typing import Any, TypeVar
 
 from actorq.config import PRECISIONS, ConfigError
 from actorq.metrics import UNFINISHED_EXITS
-from actorq.usage import (
-    EXIT_INTERRUPTED as EXIT_INTERRUPTED,  # re-exported: `bench acme-baseline` reads it here
-)
 from actorq.usage import child_environment
 
 log = logging.getLogger(__name__)
@@ -49,7 +46,7 @@ Acme's Launchpad program (the baseline) takes longer to tear its nodes down. 120
 RUN_EXIT_DEADLINE_S = 110.0
 """How long an ``actorq train`` process may take to end after its first SIGTERM or Ctrl-C before it dumps every
 thread's stack to its log and exits (status 1), however stuck its main thread is
-(:func:`actorq.roles.common.exit_after_stop_signal`). Longer than the slowest orderly stop (in-process: 90 s),
+(:func:`actorq.roles.signals.exit_after_stop_signal`). Longer than the slowest orderly stop (in-process: 90 s),
 shorter than :data:`RUN_STOP_GRACE_S`, so a wedged run ends itself, with the stacks that say where, before it is
 SIGKILLed (a SIGKILL leaves no trace of why)."""
 RUN_OVERHEAD_MIN = 1.0
@@ -212,7 +209,7 @@ def train_args(
 class RunProcess:
     """Runs one command at a time in its own session; while entered (``with``), Ctrl-C/SIGTERM stop the running
     command (SIGTERM, by pid), and ``interrupted`` tells the caller to plan no further runs (exit
-    :data:`EXIT_INTERRUPTED`)."""
+    :attr:`actorq.errors.ExitCode.INTERRUPTED`)."""
 
     def __init__(self) -> None:
         self.child: subprocess.Popen | None = None

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from actorq.config import ConfigError, ExperimentConfig, schema_defaults
+from actorq.errors import UsageError
 from actorq.report import bootstrap, intervals, stats
 from actorq.report.measure import (
     DEFAULT_CARBON_INTENSITY,
@@ -26,7 +27,6 @@ from actorq.report.paired import PairedReward, paired_reward
 from actorq.report.plan_input import Plan, given_for, memory_note
 from actorq.report.regime import assess, predicted_speedup
 from actorq.report.runs import RunData, split_label
-from actorq.usage import CliError
 
 __all__ = [
     "DEFAULT_CARBON_INTENSITY",
@@ -266,7 +266,7 @@ FIXED_SOURCE = (
 """Where a task's threshold came from when its runs were given a target."""
 
 
-class TargetMismatchError(CliError):
+class TargetMismatchError(UsageError):
     """The runs of one task were stopped at different ``target_return`` values."""
 
 

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from actorq.errors import UsageError
 from actorq.hardware import machine_differences
 from actorq.report.regime import Estimate, Given
 from actorq.report.runs import RunData
-from actorq.usage import CliError
 
 PLAN_KIND = "plan"
 """``kind`` of an ``actorq plan --json`` document."""
@@ -45,7 +45,7 @@ recorded none, draw the report's memory caveat: the day's bandwidth sets fp32's 
 the L3 (a Zen 3 VM read 8-13 GB/s on the day its plans were made and 17.6 GB/s the next)."""
 
 
-class PlanError(CliError):
+class PlanError(UsageError):
     """A plan that cannot be read, or does not describe the runs' config or machine."""
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from actorq.usage import EXIT_USAGE
+from actorq.errors import ExitCode
 
 ALGO_CHOICES = ["a2c", "dqn", "ppo", "ddpg", "td3", "sac"]
 """SB3 algorithms the study commands train."""
@@ -15,7 +15,7 @@ ALGO_CHOICES = ["a2c", "dqn", "ppo", "ddpg", "td3", "sac"]
 def fail(msg: object) -> SystemExit:
     """Bad user input: one ``error:`` line, exit status 2."""
     sys.stderr.write(f"error: {msg}\n")
-    return SystemExit(EXIT_USAGE)
+    return SystemExit(ExitCode.USAGE)
 
 
 def bit_width(text: str) -> int:

@@ -16,7 +16,7 @@ from actorq.config import ConfigError, config_from_dict, replace
 from actorq.launchers.placement import RunContext
 from actorq.launchers.ray_placement import SLIVER, RayPlacement
 from actorq.launchers.topology import RoleSpec, topology
-from actorq.roles.weights_key import ensure_run_key
+from actorq.weights_key import ensure_run_key
 from tests.conftest import tiny_config
 
 

@@ -14,7 +14,7 @@ import pytest
 from actorq.bench.learner_summary import format_table, summarize
 from actorq.bench.learner_variants import PLAIN, bench_config, parse_variant
 from actorq.config import ConfigError, replace
-from actorq.roles.common import ONEDNN_ENV, apply_learner_environment, learner_environment
+from actorq.roles.process_setup import ONEDNN_ENV, apply_learner_environment, learner_environment
 from tests.conftest import tiny_config
 
 ROOT = Path(__file__).resolve().parents[3]

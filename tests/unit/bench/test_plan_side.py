@@ -149,7 +149,7 @@ class FakeClient:
 
 def test_side_load_bench_times_the_evaluators_and_the_quantizers_real_work(tmp_path):
     from actorq.quantize.codec import decode_message
-    from actorq.roles.weights_key import ensure_run_key, load_key_file
+    from actorq.weights_key import ensure_run_key, load_key_file
 
     config = load_config(CONFIG, ["network.policy_layers=[64,64]", "evaluator.episodes=3"])
     key = load_key_file(ensure_run_key(tmp_path))

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[3]
 STUCK = textwrap.dedent(
     """
     import signal, threading
-    from actorq.roles.common import exit_after_stop_signal
+    from actorq.roles.signals import exit_after_stop_signal
     flag = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: flag.set())
     exit_after_stop_signal(1.0)

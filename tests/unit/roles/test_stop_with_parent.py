@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
 ROLE = textwrap.dedent(
     """
     import os, sys, threading
-    from actorq.roles.common import install_stop_handlers, stop_with_parent
+    from actorq.roles.signals import install_stop_handlers, stop_with_parent
     stop = threading.Event()
     install_stop_handlers(stop)
     stop_with_parent(int(sys.argv[2]), poll_s=0.05, **dict(zip(("parent", "this"), sys.argv[3:])))

@@ -23,6 +23,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from actorq.errors import UsageError
 from actorq.quantize.signing import WeightsKey, generate_key, key_from_text, key_to_text
 from actorq.status import ROLE_NAMES
 
@@ -42,7 +43,7 @@ HOW_TO_FIX = (
 )
 
 
-class WeightsKeyError(ValueError):
+class WeightsKeyError(UsageError):
     """No usable weights key; the message says what is wrong and how to fix it (never the key's content)."""
 
 
