@@ -11,7 +11,7 @@ import importlib
 import logging
 import sys
 
-from actorq.launchers import experiment, grid, train
+from actorq.launchers import train
 from actorq.launchers.train import cmd_train, resolve_train_config
 from actorq.roles import cli as role_cli
 from actorq.roles.cli import cmd_role
@@ -56,8 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optional(parser, sub, "actorq.studies.cli", "add_subcommands")
     _add_optional(parser, sub, "actorq.report.cli", "add_subcommands")
     _add_optional(parser, sub, "actorq.bench.plan", "add_parser")
-    experiment.add_parser(sub)
-    grid.add_parser(sub)
+    _add_optional(parser, sub, "actorq.experiments.experiment", "add_parser")
+    _add_optional(parser, sub, "actorq.experiments.grid", "add_parser")
     return parser
 
 

@@ -9,7 +9,7 @@ and Acme's variable-client update period. Checkpointing is off in both systems f
 
 Per seed, the runs go in a rotating order (acme-fp32, fp32, int8, then shifted) into ``--out`` as
 ``<label>-s<seed>``, planned, started, interrupted and resumed exactly as ``actorq experiment``'s
-(:mod:`actorq.launchers.orchestration`: finished runs are skipped, unfinished ones moved to ``OUT/_incomplete`` and
+(:mod:`actorq.experiments.orchestration`: finished runs are skipped, unfinished ones moved to ``OUT/_incomplete`` and
 run again, console output in ``OUT/logs``); the ActorQ runs are ``actorq train`` with the same config.
 At the end the time-to-reward table (threshold: 95% of the best ActorQ fp32 return) is printed with speedups
 against Acme, and ``actorq report`` is written to ``OUT/report``. ``--quick``: 256-wide networks, one seed, one
@@ -27,7 +27,7 @@ from typing import Any
 from actorq.bench.acme_program import LABEL
 from actorq.config import ConfigError, load_config, replace, save_config
 from actorq.errors import ExitCode
-from actorq.launchers import orchestration
+from actorq.experiments import orchestration
 
 QUICK_OVERRIDES = [
     "network.policy_layers=[256,256]",

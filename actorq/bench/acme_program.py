@@ -26,7 +26,7 @@ from actorq.config import ExperimentConfig, save_config
 from actorq.errors import ExitCode
 from actorq.launchers.energy import process_key
 from actorq.metrics import MetricsWriter, evaluation_row, read_metrics
-from actorq.report.stats import DEFAULT_WINDOW, first_crossing
+from actorq.target import DEFAULT_WINDOW, first_crossing
 
 LABEL = "acme-fp32"
 

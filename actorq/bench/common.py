@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from actorq.config import ConfigError
+from actorq.experiments.orchestration import rotated
 from actorq.hardware import cpu_info
-from actorq.launchers.orchestration import rotated
 
 START_TIMEOUT_S = 600.0
 """How long a bench worker may take to start: TensorFlow, torch and Reverb imports in several processes at once on a
@@ -80,7 +80,7 @@ def cpu_flags() -> list[str]:
 
 def interleave(items: list[T], repeats: int) -> list[tuple[int, T]]:
     """(repeat, item) in run order: every item once per repeat, in the order rotated each repeat
-    (:func:`actorq.launchers.orchestration.rotated`), so drift of a shared machine hits every item alike."""
+    (:func:`actorq.experiments.orchestration.rotated`), so drift of a shared machine hits every item alike."""
     return [(r, item) for r in range(repeats) for item in rotated(items, r, repeats)]
 
 

@@ -88,7 +88,7 @@ def test_policy_bytes_counts_the_fp32_policy():
 
 def test_comparison_table_reports_speedups_against_acme(tmp_path):
     from actorq.bench.acme_baseline import comparison_table
-    from actorq.launchers.orchestration import run_finished
+    from actorq.experiments.orchestration import run_finished
     from tests.unit.report.synthetic import make_run, ramp_returns
 
     make_run(tmp_path, "fp32", 0, ramp_returns(30, 200), label="acme-fp32")

@@ -14,7 +14,7 @@ from actorq.bench.actors_summary import amdahl_notes, summarize
 from actorq.bench.actors_worker import Variant, WorkerPool, bench_config, measure, reference_state
 from actorq.bench.common import interleave
 from actorq.bench.floors import batching_notes, gemm_rate_gmacs
-from actorq.launchers.orchestration import plan_runs
+from actorq.experiments.orchestration import plan_runs
 from actorq.timers import BREAKDOWN_COMPONENTS, Timers
 from tests.conftest import tiny_config
 

@@ -11,10 +11,10 @@ Everything is validated before the first run starts: the file, every experiment'
 and the file's ``expected_hours``, which must be what its cells and budgets add up to (so the hours written in
 the file stay true when a budget changes). Runs go one at a time, experiment by experiment in the file's order;
 each run's record is written as it finishes, and rerunning the same command skips every finished run
-(:mod:`actorq.launchers.experiment`; a file's ``interruptions: censor`` also counts a run stopped part-way, censored,
+(:mod:`actorq.experiments.experiment`; a file's ``interruptions: censor`` also counts a run stopped part-way, censored,
 instead of running it again): a grid of many hours goes on after a crash, an interrupt or in a fresh
 checkout holding only the committed records, on the machine that made them: a task whose records are of another
-CPU is refused before the first run unless ``--allow-other-machine`` (:mod:`actorq.launchers.same_machine`).
+CPU is refused before the first run unless ``--allow-other-machine`` (:mod:`actorq.experiments.same_machine`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import yaml
 
 from actorq.config import ConfigError
 from actorq.errors import ExitCode
-from actorq.launchers import experiment
-from actorq.launchers.orchestration import RUN_OVERHEAD_MIN, parse_precisions
-from actorq.launchers.same_machine import ALLOW_FLAG
+from actorq.experiments import experiment
+from actorq.experiments.orchestration import RUN_OVERHEAD_MIN, parse_precisions
+from actorq.experiments.same_machine import ALLOW_FLAG
 
 HOURS_TOLERANCE = 0.05
 """How far a grid file's ``expected_hours`` may be from what its cells and budgets add up to (a share)."""

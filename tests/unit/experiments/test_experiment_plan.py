@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from actorq.launchers.orchestration import plan_runs, run_finished
+from actorq.experiments.orchestration import plan_runs, run_finished
 
 
 def test_plan_interleaves_precisions_in_a_latin_square():

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from actorq.config import ConfigError
-from actorq.launchers import experiment
-from actorq.launchers.orchestration import plan_runs
-from actorq.launchers.sweep import plan_sweeps
+from actorq.experiments import experiment
+from actorq.experiments.orchestration import plan_runs
+from actorq.experiments.sweep import plan_sweeps
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIG = ROOT / "configs/dqn/gym_cartpole.yaml"

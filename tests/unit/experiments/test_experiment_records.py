@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from actorq.launchers import experiment
-from actorq.launchers.experiment import Experiment
-from actorq.launchers.orchestration import PlannedRun
+from actorq.experiments import experiment
+from actorq.experiments.experiment import Experiment
+from actorq.experiments.orchestration import PlannedRun
 
 
 def _experiment(tmp_path) -> Experiment:

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from actorq.config import ConfigError, ExperimentConfig, load_config
-from actorq.launchers.orchestration import Sweep
+from actorq.experiments.orchestration import Sweep
 
 PLANNED_KEYS = {
     "actor.precision": "--precisions",

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from actorq.config import PRECISIONS, ConfigError
+from actorq.launchers.train import RUN_EXIT_DEADLINE_S
 from actorq.metrics import UNFINISHED_EXITS
 from actorq.usage import child_environment
 
@@ -42,13 +43,10 @@ RUN_STOP_GRACE_S = 120.0
 learner, then actors, quantizer and evaluator, then replay, and writes its summary; the worst case depends on the
 placement (:data:`actorq.launchers.supervisor.ROLE_STOP_GRACE_S`): ~24 s local, ~39 s launchpad, ~30 s Ray plus its
 cluster's shutdown, and 90 s in-process (threads cannot be killed: 30 s per phase), usually a few seconds.
-Acme's Launchpad program (the baseline) takes longer to tear its nodes down. 120 s leaves all of them room."""
-RUN_EXIT_DEADLINE_S = 110.0
-"""How long an ``actorq train`` process may take to end after its first SIGTERM or Ctrl-C before it dumps every
-thread's stack to its log and exits (status 1), however stuck its main thread is
-(:func:`actorq.roles.signals.exit_after_stop_signal`). Longer than the slowest orderly stop (in-process: 90 s),
-shorter than :data:`RUN_STOP_GRACE_S`, so a wedged run ends itself, with the stacks that say where, before it is
-SIGKILLed (a SIGKILL leaves no trace of why)."""
+Acme's Launchpad program (the baseline) takes longer to tear its nodes down. 120 s leaves all of them room, and
+is longer than a run's own exit deadline (:data:`~actorq.launchers.train.RUN_EXIT_DEADLINE_S`), so a wedged run
+ends itself, with its stacks, before it is killed."""
+assert RUN_EXIT_DEADLINE_S < RUN_STOP_GRACE_S
 RUN_OVERHEAD_MIN = 1.0
 """Minutes a run takes beyond its wall-clock budget to start and stop its processes (what plans of hours add)."""
 INCOMPLETE_DIR = "_incomplete"

@@ -1,7 +1,7 @@
 """``actorq experiment``: the same task once per actor precision and seed, one ``actorq train`` at a time.
 
 The plan, what a finished run is, where unfinished ones go and how a run is started and interrupted are
-:mod:`actorq.launchers.orchestration`'s (shared with the Acme baseline bench): precisions rotated per seed, runs
+:mod:`actorq.experiments.orchestration`'s (shared with the Acme baseline bench): precisions rotated per seed, runs
 ``OUT/<P>-s<S>`` started as ``python -m actorq.launchers.train CONFIG [overrides] --precision P --seed S
 --run-dir OUT/<P>-s<S> --quiet`` with console output in ``OUT/logs/<P>-s<S>.log``; Ctrl-C or SIGTERM is forwarded
 to the run (its launcher stops its roles and writes ``summary.json`` with ``exit: interrupted``) and the experiment
@@ -12,7 +12,7 @@ it evaluated a trained policy is not run again: its record says it counts, censo
 fit between their ends. ``OUT/experiment.json`` records the plan, the command of every run, and its outcome.
 
 ``--sweep KEY=V1,V2`` (repeatable: the product of several keys) crosses the precisions and seeds with config values;
-every key and value is validated before the first run (:mod:`actorq.launchers.sweep`). Runs are then named
+every key and value is validated before the first run (:mod:`actorq.experiments.sweep`). Runs are then named
 ``<P>-<KEY>=<V>-s<S>`` and get ``KEY=V`` as one more override; all cells of a seed run before the next seed, in an
 order rotated per seed. When a run finishes, its curated record ``OUT/records/<run>.json`` is written
 (:mod:`actorq.report.records`): ``actorq report OUT`` works from the records even after the run directories are
@@ -25,7 +25,7 @@ the run of that name, are refused before any run starts; so is a finished run (d
 config differs from the one this command would give it (another budget, override or flag): a grid never mixes
 runs made with other settings. Nor, unless ``--allow-other-machine``, runs of other machines: when a run would
 run here and the records folder holds finished runs of another CPU, the experiment is refused before any run
-starts (:mod:`actorq.launchers.same_machine`).
+starts (:mod:`actorq.experiments.same_machine`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ import yaml
 from actorq.config import ConfigError, load_config, replace
 from actorq.config.loading import to_dict
 from actorq.errors import ExitCode
-from actorq.launchers.orchestration import (
+from actorq.experiments.orchestration import (
     LOGS_DIR,
     RUN_OVERHEAD_MIN,
     PlannedRun,
@@ -57,8 +57,8 @@ from actorq.launchers.orchestration import (
     train_args,
     train_command,
 )
-from actorq.launchers.same_machine import ALLOW_FLAG, check_same_machine
-from actorq.launchers.sweep import plan_sweeps
+from actorq.experiments.same_machine import ALLOW_FLAG, check_same_machine
+from actorq.experiments.sweep import plan_sweeps
 from actorq.launchers.train import planned_config
 from actorq.metrics import read_metrics
 from actorq.report.disturbance import disturbed, measured_share

@@ -7,8 +7,8 @@ import sys
 import threading
 import time
 
-from actorq.launchers import orchestration
-from actorq.launchers.orchestration import RunProcess
+from actorq.experiments import orchestration
+from actorq.experiments.orchestration import RunProcess
 
 # A run still starting up, whose SIGINT is lost: walker:stand's seed-1 run (2026-11-26) got the forwarded SIGINT
 # in its first second, never reacted, was SIGKILLed after the grace time and left its six roles running.

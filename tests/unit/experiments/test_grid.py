@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from actorq.config import ConfigError, save_config
+from actorq.experiments import experiment, grid
+from actorq.experiments.orchestration import RunProcess
 from actorq.hardware import cpu_info
-from actorq.launchers import experiment, grid
-from actorq.launchers.orchestration import RunProcess
 from actorq.report.records import SCHEMA
 from tests.conftest import tiny_config
 
