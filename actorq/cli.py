@@ -1,4 +1,4 @@
-"""The ``actorq`` command: train, role, bench and the QuaRL study subcommands.
+"""The ``actorq`` command: train, evaluate, export, role, bench and the QuaRL study subcommands.
 
 Every subcommand validates its input before starting any process, and reports problems as one ``error:`` line
 that says what is wrong and how to fix it (exit status 2).
@@ -11,10 +11,12 @@ import importlib
 import logging
 import sys
 
+import actorq
 from actorq.launchers import train
 from actorq.launchers.train import cmd_train, resolve_train_config
 from actorq.roles import cli as role_cli
 from actorq.roles.cli import cmd_role
+from actorq.trained import cli as trained_cli
 from actorq.usage import run_command
 
 log = logging.getLogger("actorq")
@@ -34,10 +36,12 @@ def cmd_tasks(_args: argparse.Namespace) -> int:
 # -- parser -------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="actorq", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"actorq {actorq.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     train.add_parser(sub)
     role_cli.add_parser(sub)
+    trained_cli.add_subcommands(sub)
 
     tasks = sub.add_parser("tasks", help="list the tasks ActorQ can train on")
     tasks.set_defaults(func=cmd_tasks)

@@ -127,6 +127,10 @@ class Algorithm(abc.ABC):
     policy (torch; resolved only by actors)."""
     verification_bounds: ClassVar[dict[str, float]]
     """Largest error :meth:`verify` accepts per precision (``fp32``, ``fp16``, ``int8``)."""
+    checkpoint_policy: ClassVar[str] = "policy"
+    """The name its learner builder saves the online policy (or Q-network) under in the learner checkpoint (a key of
+    the ``objects_to_save`` it gives :class:`actorq.learners.AcmeLearner`): where ``actorq evaluate`` and ``actorq
+    export`` read a trained run's weights (:mod:`actorq.learners.checkpoint`)."""
 
     def settings(self, config: Any) -> Any:
         """This algorithm's section (:attr:`section`) of an experiment config; its defaults when the config has none.

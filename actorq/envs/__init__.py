@@ -20,9 +20,44 @@ from actorq.errors import UsageError
 log = logging.getLogger(__name__)
 
 # Training never renders: without a display, tell dm_control not to probe GLFW (it warns on every import).
-# A user who wants rendering sets MUJOCO_GL (egl/osmesa/glfw) and that wins.
-if not os.environ.get("DISPLAY"):
-    os.environ.setdefault("MUJOCO_GL", "disable")
+# A user who wants rendering sets MUJOCO_GL (egl/osmesa/glfw) and that wins; so does enable_rendering().
+_RENDERING_DISABLED_HERE = not os.environ.get("DISPLAY") and "MUJOCO_GL" not in os.environ
+if _RENDERING_DISABLED_HERE:
+    os.environ["MUJOCO_GL"] = "disable"
+
+HEADLESS_GL = "egl"
+"""The MuJoCo GL backend :func:`enable_rendering` picks without a display: EGL (Mesa's software EGL works on a
+headless machine without a GPU; ``osmesa`` needs libosmesa)."""
+FRAME_SIZE = (240, 320)
+"""Height and width of a dm_control frame (camera 0); gymnasium tasks render at their own size."""
+
+
+class RenderingError(UsageError):
+    """This process cannot render the task's frames (no GL backend, or a library missing): exit 2."""
+
+
+def enable_rendering() -> str:
+    """Choose a MuJoCo GL backend for rendering frames (``--video``) before dm_control loads; returns it.
+
+    ``MUJOCO_GL`` set by the user wins; without a display, :data:`HEADLESS_GL`.
+
+    Raises:
+        RenderingError: dm_control was already loaded with rendering disabled in this process.
+    """
+    import sys
+
+    if _RENDERING_DISABLED_HERE and os.environ.get("MUJOCO_GL") == "disable":
+        if "dm_control._render" in sys.modules:
+            raise RenderingError(
+                "dm_control was loaded with rendering disabled: set MUJOCO_GL=egl (or osmesa) to record video"
+            )
+        os.environ["MUJOCO_GL"] = HEADLESS_GL
+    if not os.environ.get(
+        "DISPLAY"
+    ):  # pygame (gymnasium's classic-control renderer): no window, no sound card
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    return os.environ.get("MUJOCO_GL", "glfw")
 
 
 _ZERO = np.float32(0.0)
@@ -104,12 +139,22 @@ class _FlatFloat32Environment(dm_env.Environment):
         """Steps an episode lasts at most (the truncation limit), None without one."""
         raise NotImplementedError
 
+    def render_frame(self) -> np.ndarray:
+        """The current state as an ``[H, W, 3]`` uint8 RGB frame (the environment made with ``render=True``)."""
+        raise NotImplementedError
+
+    @property
+    def frames_per_second(self) -> float:
+        """Real-time frame rate of :meth:`render_frame`'s frames, one per step."""
+        raise NotImplementedError
+
 
 class FlatDmcEnvironment(_FlatFloat32Environment):
     """A dm_control task with its observation dict concatenated into one float32 vector (sorted key order)."""
 
     def __init__(self, env: dm_env.Environment, max_episode_steps: int = 0):
         self._env = env
+        self._physics = getattr(env, "physics", None)
         self._keys = list(env.observation_spec().keys())
         self._obs_dim = int(sum(int(np.prod(s.shape)) for s in env.observation_spec().values()))
         self._max_steps = max_episode_steps
@@ -141,14 +186,26 @@ class FlatDmcEnvironment(_FlatFloat32Environment):
         # dm_control keeps its own time limit private: only ours is known without stepping an episode.
         return self._max_steps or None
 
+    def render_frame(self) -> np.ndarray:
+        if self._physics is None:
+            raise RenderingError("this dm_control environment has no physics to render")
+        return np.asarray(self._physics.render(*FRAME_SIZE, camera_id=0), np.uint8)
+
+    @property
+    def frames_per_second(self) -> float:
+        step = getattr(self._env, "control_timestep", None)
+        return 1.0 / float(step()) if callable(step) else 30.0
+
 
 class GymnasiumEnvironment(_FlatFloat32Environment):
     """A gymnasium environment behind the dm_env interface (terminated -> discount 0, truncated -> discount 1)."""
 
-    def __init__(self, task: str, seed: int, max_episode_steps: int = 0):
+    def __init__(self, task: str, seed: int, max_episode_steps: int = 0, render: bool = False):
         import gymnasium
 
-        kwargs = {"max_episode_steps": max_episode_steps} if max_episode_steps else {}
+        kwargs: dict = {"max_episode_steps": max_episode_steps} if max_episode_steps else {}
+        if render:
+            kwargs["render_mode"] = "rgb_array"
         self._env = gymnasium.make(task, **kwargs)
         self._seed: int | None = seed
         self._reset_next = True
@@ -188,16 +245,32 @@ class GymnasiumEnvironment(_FlatFloat32Environment):
     def step_limit(self) -> int | None:
         return self._env.spec.max_episode_steps if self._env.spec is not None else None
 
+    def render_frame(self) -> np.ndarray:
+        try:
+            frame = self._env.render()
+        except Exception as exc:  # noqa: BLE001  (gymnasium raises DependencyNotInstalled and others)
+            raise RenderingError(
+                f"{self._env.spec.id if self._env.spec else 'the task'} cannot render: {exc}"
+            ) from exc
+        if frame is None:
+            raise RenderingError("the environment was made without render=True")
+        return np.asarray(frame, np.uint8)
 
-def make_environment(env: EnvConfig, seed: int = 0) -> dm_env.Environment:
-    """Build the task as a dm_env with flat float32 observations.
+    @property
+    def frames_per_second(self) -> float:
+        return float(self._env.metadata.get("render_fps") or 30)
+
+
+def make_environment(env: EnvConfig, seed: int = 0, render: bool = False) -> dm_env.Environment:
+    """Build the task as a dm_env with flat float32 observations (``render``: its ``render_frame()`` works; call
+    :func:`enable_rendering` first).
 
     Raises:
         UnknownTaskError: the task is not in the suite (the message lists valid tasks).
     """
     validate_task(env)
     if env.suite == "gym":
-        return GymnasiumEnvironment(env.task, seed, env.max_episode_steps)
+        return GymnasiumEnvironment(env.task, seed, env.max_episode_steps, render=render)
     from dm_control import suite
 
     domain, task = env.task.split(":")

@@ -73,6 +73,11 @@ class OrtKernel(Kernel):
         return f"{prefix}.y"
 
     def _model_bytes(self, tensors: Mapping[str, EncodedTensor]) -> bytes:
+        return self.onnx_model(tensors).SerializeToString()
+
+    def onnx_model(self, tensors: Mapping[str, EncodedTensor]) -> Any:
+        """The ONNX model (``onnx.ModelProto``) this kernel runs for a message's tensors: input ``obs``
+        ``[B, obs_dim]`` float32, output ``out`` ``[B, out_dim]`` float32 (what ``actorq export`` writes)."""
         from onnx import TensorProto, helper, numpy_helper
 
         spec = self.spec
@@ -133,7 +138,7 @@ class OrtKernel(Kernel):
             graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)]
         )
         model.ir_version = 8  # what onnxruntime 1.23 and onnx 1.12 agree on
-        return model.SerializeToString()
+        return model
 
     # -- Kernel ------------------------------------------------------------------------------------------------
     def prepare(self, tensors: Mapping[str, EncodedTensor]) -> Any:

@@ -124,6 +124,7 @@ class DQN(Algorithm):
     tf_networks = Ref("actorq.algorithms.dqn.tf_networks", "make_network")
     torch_policy = Ref("actorq.algorithms.dqn.torch_policy", "make")
     verification_bounds = BOUNDS
+    checkpoint_policy = "network"  # Acme's DQNLearner.state names its online Q-network so
 
     def validate(self, settings: DQNSettings) -> None:
         validate_settings(settings, self.name)
