@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 # Training never renders: without a display, tell dm_control not to probe GLFW (it warns on every import).
 # A user who wants rendering sets MUJOCO_GL (egl/osmesa/glfw) and that wins; so does enable_rendering().
-_RENDERING_DISABLED_HERE = not os.environ.get("DISPLAY") and "MUJOCO_GL" not in os.environ
+_RENDERING_DISABLED_HERE = not os.environ.get("DISPLAY") and not os.environ.get("MUJOCO_GL")
 if _RENDERING_DISABLED_HERE:
     os.environ["MUJOCO_GL"] = "disable"
 
@@ -36,25 +36,26 @@ class RenderingError(UsageError):
     """This process cannot render the task's frames (no GL backend, or a library missing): exit 2."""
 
 
-def enable_rendering() -> str:
-    """Choose a MuJoCo GL backend for rendering frames (``--video``) before dm_control loads; returns it.
+def enable_rendering(env: EnvConfig) -> str:
+    """Choose a MuJoCo GL backend for rendering ``env``'s frames (``--video``) before dm_control loads; returns it.
 
     ``MUJOCO_GL`` set by the user wins; without a display, :data:`HEADLESS_GL`.
 
     Raises:
-        RenderingError: dm_control was already loaded with rendering disabled in this process.
+        RenderingError: A dm_control task, and dm_control was already loaded with rendering disabled here.
     """
     import sys
 
     if _RENDERING_DISABLED_HERE and os.environ.get("MUJOCO_GL") == "disable":
-        if "dm_control._render" in sys.modules:
+        if "dm_control._render" not in sys.modules:
+            os.environ["MUJOCO_GL"] = HEADLESS_GL
+        elif env.suite == "dmc":
             raise RenderingError(
                 "dm_control was loaded with rendering disabled: set MUJOCO_GL=egl (or osmesa) to record video"
             )
-        os.environ["MUJOCO_GL"] = HEADLESS_GL
-    if not os.environ.get(
-        "DISPLAY"
-    ):  # pygame (gymnasium's classic-control renderer): no window, no sound card
+        else:  # gymnasium's MuJoCo tasks read it when they make their renderer
+            os.environ["MUJOCO_GL"] = HEADLESS_GL
+    if not os.environ.get("DISPLAY"):  # pygame (gymnasium's classic-control renderer): no window, no sound card
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     return os.environ.get("MUJOCO_GL", "glfw")

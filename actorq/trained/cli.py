@@ -23,9 +23,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from actorq.trained.weights import open_run
 
     video = check_video_path(args.video) if args.video else None
-    open_run(args.run_dir)  # a missing or wrong RUN_DIR is one error line before anything heavy loads
+    config = open_run(
+        args.run_dir
+    )  # a missing or wrong RUN_DIR is one error line before anything heavy loads
     if video is not None:
-        enable_rendering()  # before dm_control loads (checking the config's task loads it)
+        enable_rendering(config.env)  # before dm_control loads (checking the config's task loads it)
     from actorq.trained.evaluate import describe, evaluate
     from actorq.trained.weights import load_weights
 
