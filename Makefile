@@ -310,7 +310,8 @@ QAT_WORKER_A := --pairs ppo_CartPole-v1,a2c_CartPole-v1 --bits 2,4,8,6,5,3 --see
 QAT_WORKER_B := --pairs ddpg_Pendulum-v1 --bits 4,2,8,6,5,3 --seeds $(QAT_SEEDS)
 # Pretrained RL Baselines3 Zoo agents where PTQ W+A loses >= 10% at 4-6 bits (issue 37 item 2; measured in
 # reports/studies/qat_recipe/ptq_zoo): their QAT fine-tunes go into the same records and report. ZOO = a folder in
-# the layout of DLR-RM/rl-trained-agents (<algo>/<env>/<env>.zip); unset or missing: the zoo cells are skipped.
+# the layout of DLR-RM/rl-trained-agents (<algo>/<env>_1/<env>.zip; <algo>/<env>/ is accepted too); unset: the zoo
+# cells are skipped, and it says so; set but without an agent: an error naming the folder looked for (exit 2).
 ZOO ?=
 QAT_ZOO_AGENTS := sac/Hopper-v3 ddpg/MountainCarContinuous-v0
 QAT_ZOO := --bits 6,4,5,8,3,2 --seeds $(QAT_SEEDS)
@@ -327,10 +328,13 @@ reproduce-qat: $(STAMP)
 	wait $$pid
 	@set -u; if [ -n "$(QAT_SUBSET)" ]; then echo "reproduce-qat: the zoo agents are not in the subset"; \
 	elif [ "$(QAT_SCHEDULE)" != finetune ]; then echo "reproduce-qat: zoo agents skipped: QAT_SCHEDULE=$(QAT_SCHEDULE); a pretrained agent is only fine-tuned"; \
-	elif [ -z "$(ZOO)" ] || [ ! -d "$(ZOO)/sac/Hopper-v3" ] || [ ! -d "$(ZOO)/ddpg/MountainCarContinuous-v0" ]; then \
-	  echo "reproduce-qat: zoo agents skipped: no $(QAT_ZOO_AGENTS) under ZOO='$(ZOO)' (set ZOO=<a DLR-RM/rl-trained-agents checkout>)"; \
-	else $(QAT_RUN) --zoo $(ZOO)/sac/Hopper-v3 $(QAT_ZOO) & pid=$$!; \
-	  $(QAT_RUN) --zoo $(ZOO)/ddpg/MountainCarContinuous-v0 $(QAT_ZOO) || { kill $$pid; exit 1; }; \
+	elif [ -z "$(ZOO)" ]; then \
+	  echo "reproduce-qat: zoo agents skipped: ZOO is not set (ZOO=<a DLR-RM/rl-trained-agents checkout> adds $(QAT_ZOO_AGENTS))"; \
+	else zoo_agent() { for d in "$(ZOO)/$$1_1" "$(ZOO)/$$1"; do [ -d "$$d" ] && { echo "$$d"; return 0; }; done; \
+	    echo "reproduce-qat: ZOO='$(ZOO)' has no $$1_1 (the zoo's layout) nor $$1" >&2; return 1; }; \
+	  hopper=$$(zoo_agent sac/Hopper-v3) && mountaincar=$$(zoo_agent ddpg/MountainCarContinuous-v0) || exit 2; \
+	  $(QAT_RUN) --zoo "$$hopper" $(QAT_ZOO) & pid=$$!; \
+	  $(QAT_RUN) --zoo "$$mountaincar" $(QAT_ZOO) || { kill $$pid; exit 1; }; \
 	  wait $$pid; fi
 	$(VENV)/bin/actorq qat-report $(QAT_OUT) --pairs $(QAT_PAIRS)
 reproduce-qat-subset:

@@ -55,7 +55,9 @@ def enable_rendering(env: EnvConfig) -> str:
             )
         else:  # gymnasium's MuJoCo tasks read it when they make their renderer
             os.environ["MUJOCO_GL"] = HEADLESS_GL
-    if not os.environ.get("DISPLAY"):  # pygame (gymnasium's classic-control renderer): no window, no sound card
+    if not os.environ.get(
+        "DISPLAY"
+    ):  # pygame (gymnasium's classic-control renderer): no window, no sound card
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     return os.environ.get("MUJOCO_GL", "glfw")

@@ -130,9 +130,10 @@ def set_aside(out: Path, run_dir: Path) -> Path:
 def parse_precisions(text: str) -> list[str]:
     """``"fp32,fp16,int8"`` -> list, validated (ConfigError names the valid ones)."""
     out = [p.strip() for p in text.split(",") if p.strip()]
-    bad = [p for p in out if p not in PRECISIONS]
+    allowed = (*PRECISIONS, "auto")  # what `actorq train --precision` accepts
+    bad = [p for p in out if p not in allowed]
     if not out or bad:
-        raise ConfigError(f"--precisions {text!r}: choose from {', '.join(PRECISIONS)} (comma-separated)")
+        raise ConfigError(f"--precisions {text!r}: choose from {', '.join(allowed)} (comma-separated)")
     if len(set(out)) != len(out):
         raise ConfigError(f"--precisions {text!r} names a precision twice")
     return out

@@ -44,7 +44,7 @@ SIGKILLed (a SIGKILL leaves no trace of why)."""
 
 TRAIN_FLAGS = (
     ConfigFlag("--precision", "actor.precision", choices=(*PRECISIONS, "auto")),
-    ConfigFlag("--comm-bits", "quantizer.comm_bits", choices=COMM_BITS),
+    ConfigFlag("--comm-bits", "quantizer.comm_bits", choices=(*COMM_BITS, 0)),  # 0: the precision's width
     ConfigFlag("--actors", "actor.num_actors"),
     ConfigFlag("--launcher", "launcher", choices=LAUNCHERS),
     ConfigFlag("--max-minutes", "max_minutes"),

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from actorq.errors import UsageError
 from actorq.report import behaviour_md as bmd
 from actorq.report import grid_md as gmd
 from actorq.report import intervals, machines, paper, render, stats
@@ -325,6 +326,11 @@ def _main(args: argparse.Namespace) -> int:
     if not 0 < args.fraction <= 1:
         sys.stderr.write("error: --fraction must be in (0, 1]\n")
         return 2
+    missing = [d for d in args.dirs if not Path(d).is_dir()]
+    if missing:  # a typo must not give an empty report and exit 0
+        raise UsageError(
+            f"no such directory: {', '.join(map(str, missing))}; pass run directories or an experiment's --out"
+        )
     path = build_report(
         args.dirs, args.out, args.bench, args.window, args.fraction, args.statistic, args.plan
     )

@@ -58,6 +58,17 @@ def _replay_address(text: str) -> str:
     return text
 
 
+class DeprecatedAlias(argparse.Action):
+    """An option's old spelling: sets the same value as the new one and logs a warning naming it."""
+
+    NEW = {"--connect-timeout": "--connect-timeout-s"}
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        new = self.NEW.get(str(option_string), "its new name")
+        sys.stderr.write(f"warning: {option_string} is deprecated: use {new}\n")
+        setattr(namespace, self.dest, values)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The role command's arguments (shared by ``actorq role`` and ``python -m actorq.roles``)."""
     parser.add_argument("role", choices=ROLE_NAMES, help="which process to run")
@@ -76,7 +87,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="actor: its index (sets exploration, seed and replay shard); replay: its shard",
     )
     parser.add_argument(
-        "--connect-timeout", type=float, default=60.0, help="seconds to retry reaching replay"
+        "--connect-timeout-s",
+        dest="connect_timeout",
+        type=float,
+        default=60.0,
+        help="seconds to retry reaching replay (as train's --ray-connect-timeout-s; seconds flags end in -s)",
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        dest="connect_timeout",
+        type=float,
+        action=DeprecatedAlias,
+        help=argparse.SUPPRESS,  # the old spelling, still accepted with a warning
     )
     parser.add_argument(
         "--weights-key-file",

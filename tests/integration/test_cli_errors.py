@@ -80,6 +80,7 @@ def test_unreachable_replay_address(tmp_path):
     )
     assert r.returncode == 3
     assert "replay server at localhost:1 did not answer" in r.stderr
+    assert "warning: --connect-timeout is deprecated: use --connect-timeout-s" in r.stderr
 
 
 def test_role_without_a_weights_key_refuses_to_start(tmp_path):

@@ -158,7 +158,7 @@ def test_actorq_role_sets_the_learners_environment_before_tensorflow_loads(tmp_p
     save_config(tiny_config("dqn"), config)
     r = subprocess.run(
         [sys.executable, "-m", "actorq.roles", "learner", "--config", str(config), "--run-dir", str(tmp_path)]
-        + ["--replay-address", "localhost:1", "--connect-timeout", "0.5", "--insecure-weights"],
+        + ["--replay-address", "localhost:1", "--connect-timeout-s", "0.5", "--insecure-weights"],
         capture_output=True,
         text=True,
         timeout=180,
