@@ -1,9 +1,11 @@
 """Per-role metrics: a CSV file (the source of truth for reports) and TensorBoard scalars beside it.
 
-Each role writes ``RUN_DIR/<role>/metrics.csv``; the columns are fixed by the first row written, later rows may
-omit keys (left empty) but may not add new ones (they are dropped with a warning once), so files stay rectangular.
-TensorBoard events are written with the ``tensorboard`` package's event writer, which needs neither TensorFlow nor
-torch, so every layer may log.
+Each role writes ``RUN_DIR/<role>/metrics.csv``. The header is the columns seen so far: a later row may omit keys
+(left empty) and may bring new ones, which extend the header (the file is rewritten once with the new column
+empty in the rows before it), so files stay rectangular and no value is dropped. The numeric values also go to
+``RUN_DIR/<role>/tb`` through a maintained TensorBoard writer the role chooses by its framework
+(:mod:`actorq.roles.tensorboard`: ``tf.summary``, or torch's ``SummaryWriter`` in actors), tagged by column and
+stepped by the ``step`` column: ``tensorboard --logdir RUN_DIR`` shows every role.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import numbers
+import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -33,37 +38,55 @@ before its speed figures count as disturbed: reports flag such runs (rerun them)
 7-35%, with the learner's steps/s down to a third while it ran (nice does not protect a 2-core machine)."""
 
 
+class ScalarSink(Protocol):
+    """Where a metrics row's numeric values go besides the CSV (a TensorBoard writer)."""
+
+    def write(self, values: Mapping[str, float], step: int) -> None:
+        """Record ``values`` (tag -> value) at ``step``."""
+
+    def close(self) -> None:
+        """Flush and close."""
+
+
 class MetricsWriter:
-    """Appends rows to ``<dir>/metrics.csv`` and mirrors numeric values to TensorBoard.
+    """Appends rows to ``<dir>/metrics.csv`` and mirrors numeric values to a :class:`ScalarSink`.
 
     Args:
         directory: the role's directory (created).
-        tensorboard: also write TensorBoard event files.
+        tensorboard: makes the sink from ``<dir>/tb`` (e.g. :func:`actorq.roles.tensorboard.writer_for`); None or
+            False: CSV only.
         step_key: the column used as the TensorBoard step.
     """
 
-    def __init__(self, directory: str | Path, tensorboard: bool = True, step_key: str = "step"):
+    def __init__(
+        self,
+        directory: str | Path,
+        tensorboard: Callable[[Path], ScalarSink] | bool | None = None,
+        step_key: str = "step",
+    ):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "metrics.csv"
         self._step_key = step_key
         self._fields: list[str] | None = None
         self._lock = threading.Lock()
-        self._warned: set[str] = set()
         if self.path.exists() and self.path.stat().st_size > 0:
             # Resuming: keep the existing header so the file stays rectangular.
             with self.path.open() as fh:
                 self._fields = next(csv.reader(fh), None)
         self._file = self.path.open("a", newline="")
         self._csv = csv.writer(self._file)
-        self._tb = None
-        if tensorboard:
+        self._tb: ScalarSink | None = None
+        if callable(tensorboard):
             try:
-                from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-                self._tb = EventFileWriter(str(self.directory / "tb"))
+                self._tb = tensorboard(self.directory / "tb")
             except (ImportError, OSError) as exc:  # TensorBoard is optional; the CSV is what reports read.
                 log.warning("TensorBoard disabled for %s: %s", self.directory, exc)
+
+    @property
+    def fields(self) -> list[str]:
+        """The CSV's columns so far."""
+        return list(self._fields or [])
 
     def write(self, row: Mapping[str, object]) -> None:
         """Append one row (wall time is added as ``time`` when absent). Thread-safe; a no-op once closed."""
@@ -76,30 +99,43 @@ class MetricsWriter:
         if self._fields is None:
             self._fields = list(row)
             self._csv.writerow(self._fields)
-        extra = set(row) - set(self._fields) - self._warned
-        if extra:
-            log.warning("metrics %s: dropping columns not in the header: %s", self.path, sorted(extra))
-            self._warned |= extra
+        new = [k for k in row if k not in self._fields]
+        if new:
+            self._extend_header(new)
         self._csv.writerow(["" if row.get(k) is None else row.get(k, "") for k in self._fields])
         self._file.flush()
         if self._tb is not None:
             self._write_tb(row)
 
-    def _write_tb(self, row: Mapping[str, object]) -> None:
-        from tensorboard.compat.proto import event_pb2, summary_pb2
+    def _extend_header(self, new: list[str]) -> None:
+        """Add columns: the file is rewritten (atomically) with them empty in every earlier row."""
+        assert self._fields is not None
+        self._file.close()
+        with self.path.open(newline="") as fh:
+            rows = list(csv.reader(fh))[1:]
+        self._fields = self._fields + new
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with tmp.open("w", newline="") as fh:
+            out = csv.writer(fh)
+            out.writerow(self._fields)
+            out.writerows(r + [""] * (len(self._fields) - len(r)) for r in rows)
+        os.replace(tmp, self.path)
+        log.info("metrics %s: new columns %s", self.path, new)
+        self._file = self.path.open("a", newline="")
+        self._csv = csv.writer(self._file)
 
+    def _write_tb(self, row: Mapping[str, object]) -> None:
         step = int(float(row.get(self._step_key, 0) or 0))
-        values = []
-        for key, value in row.items():
-            if key in ("time", self._step_key) or isinstance(value, bool):
-                continue
-            if isinstance(value, (int, float)) and math.isfinite(value):
-                values.append(summary_pb2.Summary.Value(tag=key, simple_value=float(value)))
+        values = {
+            key: float(value)
+            for key, value in row.items()
+            if key not in ("time", self._step_key)
+            and not isinstance(value, bool)
+            and isinstance(value, numbers.Real)
+            and math.isfinite(value)
+        }
         if values:
-            event = event_pb2.Event(
-                wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=values)
-            )
-            self._tb.add_event(event)
+            self._tb.write(values, step)
 
     def close(self) -> None:
         """Flush and close the files (safe to call twice)."""

@@ -48,6 +48,7 @@ class ActorRole(RoleBase):
     batched forward); pulls weights every ``actor.update_period`` env steps (counted over all environments)."""
 
     name = "actor"
+    tensorboard = "torch"  # its code never uses TensorFlow
 
     def __init__(
         self,

@@ -13,6 +13,7 @@ from actorq.config import ExperimentConfig
 from actorq.metrics import MetricsWriter
 from actorq.quantize.signing import WeightsKey
 from actorq.roles.health import heartbeat
+from actorq.roles.tensorboard import writer_for
 from actorq.status import RoleStatus, write_status
 from actorq.timers import Periodic
 
@@ -40,12 +41,15 @@ class RoleBase:
     resume_schema: Schema = {}  # noqa: RUF012  (read-only: roles replace it, never mutate it)
     """The fields of the role's resume record (:mod:`actorq.replay.run_state`); empty for roles that keep none."""
     _run_state: RunStateStore | None = None
+    tensorboard = "tf"
+    """Which maintained writer puts its metrics into TensorBoard (:mod:`actorq.roles.tensorboard`): ``tf`` or
+    ``torch`` (the actor, whose code never uses TensorFlow)."""
 
     def __init__(self, config: ExperimentConfig, run_dir: str | Path, index: int | None = None):
         self.config = config
         self.run_dir = Path(run_dir)
         self.dir = role_dir(run_dir, self.name, index)
-        self.metrics = MetricsWriter(self.dir)
+        self.metrics = MetricsWriter(self.dir, tensorboard=writer_for(self.tensorboard))
         self._log_timer = Periodic(config.log_period_s)
         self.started = time.time()
 
