@@ -38,6 +38,7 @@ from actorq.config.schema import (
     LAUNCHERS,
     PRECISIONS,
     SUITES,
+    TRACKERS,
     ActorConfig,
     AffinityConfig,
     EnvConfig,
@@ -48,6 +49,7 @@ from actorq.config.schema import (
     QuantizerConfig,
     RayConfig,
     ReplayConfig,
+    TrackingConfig,
     error_buffer,
 )
 
@@ -61,6 +63,8 @@ __all__ = [
     "LAUNCHERS",
     "PRECISIONS",
     "SUITES",
+    "TRACKERS",
+    "TrackingConfig",
     "ActorConfig",
     "ConfigError",
     "EnvConfig",

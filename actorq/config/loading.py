@@ -26,6 +26,7 @@ from actorq.config.schema import (
     LAUNCHERS,
     PRECISIONS,
     SUITES,
+    TRACKERS,
     ExperimentConfig,
 )
 from actorq.config.shards import check_shards
@@ -210,6 +211,8 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
     if config.replay.min_size > config.replay.max_size:
         raise ConfigError("replay.min_size must not exceed replay.max_size")
     _validate_ray(config)
+    if config.tracking.backend:
+        choice("tracking.backend", config.tracking.backend, TRACKERS)
     try:
         check_shards(config)
     except ValueError as exc:

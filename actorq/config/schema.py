@@ -240,6 +240,26 @@ class AffinityConfig:
     """Cores of the evaluator's process."""
 
 
+TRACKERS = ("wandb", "mlflow")
+"""Experiment trackers a run can also send its metrics to (``tracking.backend``; optional extras)."""
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    """An experiment tracker the run also sends its metrics, config and summary to (the CSVs and TensorBoard files
+    are always written). The launcher sends each role's metrics rows as they are written: the same scalars as
+    TensorBoard, named ``<role>/<column>`` and stepped by the role's ``step``."""
+
+    backend: str = ""
+    """wandb or mlflow (``pip install ".[track]"``); empty: no tracker."""
+    project: str = "actorq"
+    """The W&B project, or the MLflow experiment."""
+    online: bool = False
+    """wandb: upload while the run goes on (needs ``wandb login``); false writes an offline run under
+    RUN_DIR/wandb to upload later with ``wandb sync``. mlflow: ignored (it logs to ``MLFLOW_TRACKING_URI``,
+    default a file store in RUN_DIR/mlruns)."""
+
+
 @dataclass(frozen=True)
 class ExperimentConfig:
     algorithm: str = "d4pg"
@@ -266,6 +286,8 @@ class ExperimentConfig:
     """The ray launcher's cluster and placement."""
     affinity: AffinityConfig = field(default_factory=AffinityConfig)
     """CPU cores per role (empty: any)."""
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    """An experiment tracker (W&B, MLflow) besides the CSVs and TensorBoard."""
     seed: int = 0
     """Base random seed: the learner's initial networks (TensorFlow's global seed), and the seed each role, actor and
     environment derives its own from."""

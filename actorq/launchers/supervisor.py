@@ -27,6 +27,7 @@ from actorq.launchers.monitor import RunMonitor
 from actorq.launchers.placement import Placement, RunContext
 from actorq.launchers.summary_text import human_summary
 from actorq.launchers.topology import RoleSpec, topology
+from actorq.launchers.tracking import Tracker
 from actorq.weights_key import run_key_file
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ waits per phase: local this long, then SIGKILL (a run stops within ~24 s); launc
 killed (~39 s); Ray this plus 2 s, then ``ray.kill`` (~30 s, plus the shutdown of a cluster the run started);
 in-process, whose threads cannot be killed, ``JOIN_TIMEOUT_S`` = 30 s (90 s). Those are the worst cases: a run
 usually stops within a few seconds (measured per placement in README's "Stopping")."""
+TRACK_PERIOD_S = 5.0
+"""How often new metrics rows go to the experiment tracker (``--track``)."""
 REPLAY_START_S = 120.0
 """How long replay may take to serve (TensorFlow's import, a checkpoint to restore) before the run fails."""
 
@@ -128,6 +131,12 @@ class Supervisor:
         self.address = ""
         self.failure = ""
         self._interrupted = threading.Event()
+        config = self.run_ctx.config
+        self.tracker = (
+            Tracker(config, self.run_ctx.run_dir, [s.label for s in self.specs])
+            if config.tracking.backend
+            else None
+        )
 
     # -- health ----------------------------------------------------------------------------------------------
     def restarts(self, label: str) -> int:
@@ -195,7 +204,7 @@ class Supervisor:
 
     # -- the run ---------------------------------------------------------------------------------------------
     def _loop(self) -> str:
-        last_view = 0.0
+        last_view = last_track = 0.0
         ctx = self.run_ctx
         # Redraw the screen only when no role prints to this terminal (each has its own console log).
         redraw = sys.stdout.isatty() and all(self.placement.log_path(s.label) for s in self.specs)
@@ -213,6 +222,9 @@ class Supervisor:
                 text = self.monitor.progress()
                 sys.stdout.write(("\x1b[H\x1b[2J" + text + "\n") if redraw else (text + "\n\n"))
                 sys.stdout.flush()
+            if self.tracker is not None and time.monotonic() - last_track >= TRACK_PERIOD_S:
+                last_track = time.monotonic()
+                self.tracker.poll()
             self._interrupted.wait(self.poll_s)
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
@@ -271,6 +283,8 @@ class Supervisor:
         if self.failure:
             extra["failure"] = self.failure
         summary = self.monitor.write_summary(reason, wall_seconds=wall, extra=extra)
+        if self.tracker is not None:
+            self.tracker.finish(summary)
         if not self.run_ctx.quiet:
             path = self.run_ctx.run_dir / "summary.json"
             sys.stdout.write(f"{self.monitor.progress()}\n\n{human_summary(summary, path)}\n")

@@ -22,6 +22,7 @@ from actorq.config import (
     COMM_BITS,
     LAUNCHERS,
     PRECISIONS,
+    TRACKERS,
     ExperimentConfig,
     load_config,
     replace,
@@ -29,6 +30,7 @@ from actorq.config import (
 )
 from actorq.config.flags import ConfigFlag, add_config_flags, flag_overrides
 from actorq.errors import UsageError
+from actorq.launchers.tracking import check_tracker
 from actorq.usage import module_main
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,7 @@ TRAIN_FLAGS = (
     ConfigFlag("--ray-address", "ray.address"),
     ConfigFlag("--ray-bind", "ray.bind"),
     ConfigFlag("--ray-connect-timeout-s", "ray.connect_timeout_s"),
+    ConfigFlag("--track", "tracking.backend", choices=TRACKERS),
 )
 """``actorq train``'s convenience flags: each sets one config key; type and help come from the config field."""
 
@@ -130,6 +133,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Resolve and save the config, then run the configured launcher; returns its exit status."""
     config, run_dir = resolve_train_config(args)
     check_cluster(config)
+    check_tracker(config)
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "config.yaml"
     save_config(config, config_path)

@@ -25,6 +25,7 @@ EXISTING = {
     "--ray-address": "ray.address",
     "--ray-bind": "ray.bind",
     "--ray-connect-timeout-s": "ray.connect_timeout_s",
+    "--track": "tracking.backend",
 }
 
 
