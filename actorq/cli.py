@@ -33,6 +33,50 @@ def cmd_tasks(_args: argparse.Namespace) -> int:
     return 0
 
 
+# -- config -------------------------------------------------------------------------------------------------------
+def cmd_config(args: argparse.Namespace) -> int:
+    """Print a config as a run resolves it (every default filled in), or the defaults alone (``--defaults``)."""
+    from pathlib import Path
+
+    import yaml
+
+    from actorq.config import config_from_dict, load_config, schema_defaults, to_dict
+    from actorq.errors import UsageError
+
+    overrides = list(args.overrides or [])
+    if args.config and "=" in args.config and not Path(args.config).exists():
+        overrides.insert(
+            0, args.config
+        )  # `actorq config --defaults algorithm=dqn`: no CONFIG, only overrides
+        args.config = None
+    if args.defaults:
+        if args.config:
+            algorithm = load_config(_config_path(args.config)).algorithm
+        else:
+            algorithm = config_from_dict({}, [o for o in overrides if o.startswith("algorithm=")]).algorithm
+        data = schema_defaults(algorithm)
+    elif args.config:
+        data = to_dict(load_config(_config_path(args.config), overrides))
+    else:
+        raise UsageError("config needs a CONFIG file or RUN_DIR (or --defaults [algorithm=NAME])")
+    sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
+    return 0
+
+
+def _config_path(path: str):
+    """A config file, or a run directory's config.yaml (``actorq config RUN_DIR``)."""
+    from pathlib import Path
+
+    from actorq.errors import UsageError
+
+    p = Path(path)
+    if p.is_dir():
+        if not (p / "config.yaml").is_file():
+            raise UsageError(f"{p} is a directory without config.yaml: pass a config file or a run directory")
+        return p / "config.yaml"
+    return p
+
+
 # -- parser -------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="actorq", description=__doc__.splitlines()[0])
@@ -45,6 +89,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     tasks = sub.add_parser("tasks", help="list the tasks ActorQ can train on")
     tasks.set_defaults(func=cmd_tasks)
+
+    config = sub.add_parser(
+        "config",
+        help="print a config resolved as a run would get it (every key, defaults filled in); docs/config.md lists "
+        "the keys",
+    )
+    config.add_argument("config", nargs="?", help="YAML config or a run directory (its config.yaml)")
+    config.add_argument("overrides", nargs="*", help="section.key=value overrides")
+    config.add_argument(
+        "--defaults",
+        action="store_true",
+        help="print the defaults alone (of CONFIG's algorithm, or algorithm=NAME given as an override)",
+    )
+    config.set_defaults(func=cmd_config)
 
     bench = sub.add_parser("bench", help="benchmarks")
     bench_sub = bench.add_subparsers(dest="bench", required=True)

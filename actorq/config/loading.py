@@ -7,6 +7,7 @@ dataclasses and choices checked against are :mod:`actorq.config.schema`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import ipaddress
 import json
 import math
@@ -83,15 +84,24 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     return value
 
 
-def _build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
+def _build(cls: type, data: dict[str, Any], prefix: str = "", own_section: str = "") -> Any:
+    """``cls`` from a mapping of its fields; at the top (``own_section``: the algorithm's section name, read apart)
+    the algorithm's ``settings`` field is not a YAML key and its section is."""
     ftypes = _field_types(cls)
-    unknown = sorted(set(data) - set(ftypes))
+    valid = set(ftypes) - {"settings"} | {own_section} if own_section else set(ftypes)
+    unknown = sorted(set(data) - valid)
     if unknown:
         raise ConfigError(
-            f"unknown config key(s) {', '.join(prefix + k for k in unknown)}; "
-            f"valid keys{' under ' + prefix.rstrip('.') if prefix else ''}: {', '.join(sorted(ftypes))}"
+            "; ".join(f"unknown config key {prefix}{k}{did_you_mean(k, valid, prefix)}" for k in unknown)
+            + f"; valid keys{' under ' + prefix.rstrip('.') if prefix else ''}: {', '.join(sorted(valid))}"
         )
     return cls(**{k: _coerce(v, ftypes[k], prefix + k) for k, v in data.items()})
+
+
+def did_you_mean(key: str, valid: set[str], prefix: str = "") -> str:
+    """`` (did you mean X?)`` for the valid key closest to a mistyped one, or nothing when none is close."""
+    close = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.6)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""
 
 
 def to_dict(config: Any) -> dict[str, Any]:
@@ -355,7 +365,13 @@ def _build_experiment(data: dict[str, Any]) -> ExperimentConfig:
     data = _migrate_legacy_keys(data, name)
     section = data.pop(name, None)
     settings = algo.section() if section is None else _coerce(section, algo.section, name)
-    return dataclasses.replace(_build(ExperimentConfig, data), settings=settings)
+    others = [n for n in algorithms.names() if n in data]
+    if others:  # another algorithm's section would only be reported as unknown: say whose it is
+        raise ConfigError(
+            f"section {others[0]}: holds {others[0]}'s settings, but the algorithm is {name}: set "
+            f"algorithm: {others[0]}, or put {name}'s settings under {name}:"
+        )
+    return dataclasses.replace(_build(ExperimentConfig, data, own_section=name), settings=settings)
 
 
 def schema_defaults(algorithm: str) -> dict[str, Any]:

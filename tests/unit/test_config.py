@@ -32,8 +32,25 @@ def test_shipped_configs_load(path):
 
 
 def test_unknown_key_is_an_error_naming_valid_keys():
-    with pytest.raises(ConfigError, match=r"unknown config key\(s\) actor.precison.*valid keys under actor"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown config key actor.precison \(did you mean actor.precision\?\).*valid keys under actor",
+    ):
         config_from_dict({"actor": {"precison": "int8"}})
+
+
+def test_the_valid_keys_listed_are_the_ones_a_config_takes():
+    with pytest.raises(ConfigError) as error:
+        config_from_dict({"algorithm": "dqn", "evaluater": {}})
+    message = str(error.value)
+    assert "(did you mean evaluator?)" in message
+    listed = message.split("valid keys: ")[1].split(", ")
+    assert "settings" not in listed and "dqn" in listed and "d4pg" not in listed
+    written = to_dict(config_from_dict({"algorithm": "dqn", "env": {"suite": "gym", "task": "CartPole-v1"}}))
+    assert sorted(listed) == sorted(written)  # exactly the keys a resolved config holds, and it loads back
+    assert config_from_dict(written) is not None
+    with pytest.raises(ConfigError, match=r"section d4pg: holds d4pg's settings, but the algorithm is dqn"):
+        config_from_dict({"algorithm": "dqn", "d4pg": {"policy_lr": 1e-4}})
 
 
 def test_bad_values_name_the_choices():
