@@ -61,6 +61,7 @@ from actorq.experiments.same_machine import ALLOW_FLAG, check_same_machine
 from actorq.experiments.sweep import plan_sweeps
 from actorq.launchers.train import planned_config
 from actorq.metrics import read_metrics
+from actorq.progress import TaskProgress
 from actorq.report.disturbance import disturbed, measured_share
 from actorq.report.records import CENSORED, RECORDS_DIR, finished_record, marked_censored, write_record
 from actorq.report.stats import trained_evaluations
@@ -170,8 +171,8 @@ class Experiment:
         self.record["runs"][run.name] = entry
         self._save()
         # One line per run: its name when it starts, its outcome appended when it ends (commands: experiment.json).
-        sys.stdout.write(f"[{index + 1}/{len(self.runs)}] {run.name}: ")
-        sys.stdout.flush()
+        self.progress.start(run.name)
+        self.progress.note(f"[{index + 1}/{len(self.runs)}] {run.name}: ", end="")
         # The run's console output goes beside its directory: `actorq train` wants a new run's directory empty.
         # The run is in its own session: told our pid, it stops itself if we die without stopping it (kill -9,
         # a lost terminal's SIGHUP). Not part of the recorded command, which stays the same on every rerun.
@@ -205,11 +206,11 @@ class Experiment:
             how = " (counts, censored at its last evaluation: it will not run again)"
         else:
             how = f" (unfinished: see {self.out / LOGS_DIR / run.name}.log)"
-        sys.stdout.write(
+        self.progress.note(
             f"{entry.get('exit')} (status {code}) in {took:.0f}s, best eval return {best}{shared}{how}; "
-            f"{left} to go (~{eta:.0f} min)\n"
+            f"{left} to go (~{eta:.0f} min)"
         )
-        sys.stdout.flush()
+        self.progress.advance()
         return code
 
     def _write_record(self, run: PlannedRun, interruption: str | None = None) -> bool:
@@ -246,7 +247,9 @@ class Experiment:
             )
         self._save()
         failed = []
-        with self.process:
+        # A bar on a terminal (the run now going, done/total, time left); off one, the lines above as they come.
+        self.progress = TaskProgress(f"{self.out.name} runs", len(self.runs), done=done, log_counts=False)
+        with self.process, self.progress:
             for position, (index, run) in enumerate(todo):
                 if self.process.interrupted:
                     break

@@ -200,36 +200,64 @@ class RunMonitor:
         return None
 
     # -- the live view ---------------------------------------------------------------------------------------
-    def progress(self) -> str:
-        """A few lines: elapsed, learner rate, per-actor rate/version, latest evaluation."""
-        elapsed = time.time() - self.started
+    def _header(self) -> str:
         cfg = self.config
-        lines = [
-            f"[{elapsed:6.0f}s] {cfg.algorithm} {cfg.env.task} | actors={cfg.actor.num_actors}"
+        return (
+            f"[{time.time() - self.started:6.0f}s] {cfg.algorithm} {cfg.env.task} | actors={cfg.actor.num_actors}"
             f" precision={cfg.actor.precision} comm_bits={cfg.comm_bits}"
-        ]
+        )
+
+    def progress_rows(self) -> list[tuple[str, str, str, str]]:
+        """The live view's rows: ``(role, progress, rate, weights and returns)``, one per role shown."""
         learner = self.learner()
         lstep = learner.step if learner else 0
         rate = learner.steps_per_s if learner else 0.0
-        lines.append(f"  learner  step {lstep:>8}  {rate:7.1f} steps/s")
+        rows = [("learner", f"step {lstep}", f"{rate:.1f} steps/s", "")]
         q = self.quantizer()
         if q:
-            lines.append(
-                f"  quantizer v{q.version:<6} bytes {q.message_bytes:>10}  quantize {q.quantize_ms:6.1f} ms"
+            rows.append(
+                ("quantizer", f"v{q.version}", f"quantize {q.quantize_ms:.1f} ms", f"{q.message_bytes} bytes")
             )
         for name, a in self.actors().items():
             stale = lstep - a.weights_learner_step if a.weights_learner_step >= 0 else -1
-            lines.append(
-                f"  {name:<9} steps {a.step:>8}  {a.steps_per_s:7.1f}/s"
-                f"  v{a.weights_version:<5} stale {stale:>6}  return {_fmt(a.episode_return)}"
+            rows.append(
+                (
+                    name,
+                    f"steps {a.step}",
+                    f"{a.steps_per_s:.1f}/s",
+                    f"v{a.weights_version} stale {stale}, return {_fmt(a.episode_return).strip()}",
+                )
             )
         ev = self.evaluations()
         if ev:
             best = max(e.eval_return for e in ev)
-            lines.append(
-                f"  eval     return {ev[-1].eval_return:8.1f} (best {best:8.1f}) at actor steps {ev[-1].actor_steps}"
+            rows.append(
+                (
+                    "eval",
+                    f"return {ev[-1].eval_return:.1f}",
+                    f"best {best:.1f}",
+                    f"at actor steps {ev[-1].actor_steps}",
+                )
             )
+        return rows
+
+    def progress(self) -> str:
+        """A few lines: elapsed, learner rate, per-actor rate/version, latest evaluation (plain text)."""
+        lines = [self._header()]
+        for role, done, rate, extra in self.progress_rows():
+            lines.append(f"  {role:<9} {done:<16} {rate:<20} {extra}".rstrip())
         return "\n".join(lines)
+
+    def progress_table(self):
+        """The same view as a ``rich`` table (the live view on a terminal)."""
+        from rich.table import Table
+
+        table = Table(title=self._header(), title_justify="left", box=None, pad_edge=False)
+        for column in ("role", "progress", "rate", ""):
+            table.add_column(column)
+        for row in self.progress_rows():
+            table.add_row(*row)
+        return table
 
     # -- the summary ---------------------------------------------------------------------------------------
     def summary(self, exit_reason: str, wall_seconds: float | None = None, extra: dict | None = None) -> dict:

@@ -28,6 +28,7 @@ from actorq.launchers.placement import Placement, RunContext
 from actorq.launchers.summary_text import human_summary
 from actorq.launchers.topology import RoleSpec, topology
 from actorq.launchers.tracking import Tracker
+from actorq.progress import LiveView, is_terminal
 from actorq.weights_key import run_key_file
 
 log = logging.getLogger(__name__)
@@ -204,28 +205,38 @@ class Supervisor:
 
     # -- the run ---------------------------------------------------------------------------------------------
     def _loop(self) -> str:
-        last_view = last_track = 0.0
-        ctx = self.run_ctx
-        # Redraw the screen only when no role prints to this terminal (each has its own console log).
-        redraw = sys.stdout.isatty() and all(self.placement.log_path(s.label) for s in self.specs)
-        while True:
-            if self._interrupted.is_set():
-                return "interrupted"
-            fatal = self._check_roles()
-            if fatal:
-                return fatal
-            stop = self.monitor.stop_reason()
-            if stop:
-                return stop
-            if not ctx.quiet and time.monotonic() - last_view >= (2.0 if redraw else 30.0):
-                last_view = time.monotonic()
-                text = self.monitor.progress()
-                sys.stdout.write(("\x1b[H\x1b[2J" + text + "\n") if redraw else (text + "\n\n"))
-                sys.stdout.flush()
-            if self.tracker is not None and time.monotonic() - last_track >= TRACK_PERIOD_S:
-                last_track = time.monotonic()
-                self.tracker.poll()
-            self._interrupted.wait(self.poll_s)
+        last_track = 0.0
+        # Redraw in place only when no role prints to this terminal (each has its own console log).
+        live = is_terminal() and all(self.placement.log_path(s.label) for s in self.specs)
+        view = (
+            None
+            if self.run_ctx.quiet
+            else LiveView(self.monitor.progress_table, self.monitor.progress, live=live)
+        )
+        try:
+            while True:
+                if self._interrupted.is_set():
+                    return "interrupted"
+                fatal = self._check_roles()
+                if fatal:
+                    return fatal
+                stop = self.monitor.stop_reason()
+                if stop:
+                    return stop
+                if view is not None:
+                    view.tick()
+                last_track = self._track(last_track)
+                self._interrupted.wait(self.poll_s)
+        finally:
+            if view is not None:
+                view.close()
+
+    def _track(self, last: float) -> float:
+        """Send new metrics rows to the tracker when its period has passed; returns when it last sent."""
+        if self.tracker is None or time.monotonic() - last < TRACK_PERIOD_S:
+            return last
+        self.tracker.poll()
+        return time.monotonic()
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         log.warning("%s: stopping the run (learner first)", signal.Signals(signum).name)

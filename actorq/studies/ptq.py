@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 
+from actorq.progress import TaskProgress
 from actorq.studies import envs, obs_layers, plots, zoo
 from actorq.studies import torch_fake_quant as tq
 
@@ -168,40 +169,53 @@ def run_ptq(
         )
     rows: list[dict[str, Any]] = []
     layer_reports: dict[str, Any] = {}
-    for prec in precisions:
-        scheme = tq.QuantScheme.parse(prec, per_channel_linear=cfg.per_channel_linear)
-        act_bits = None
-        if cfg.quantize_activations and scheme.precision == "int":
-            act_bits = cfg.act_bits or scheme.bits
-        obs_bits = cfg.obs_bits if act_bits else None
-        report = quantize_policy(model, scheme, act_bits=act_bits, calib_obs=calib, obs_bits=obs_bits)
-        layer_reports[scheme.label] = report
-        per_seed = []
-        episodes = []
-        for s in range(cfg.seeds):
-            r = envs.evaluate(
-                model, env_id, cfg.episodes, seed=envs.eval_seed(s), n_envs=cfg.n_envs,
-                max_episode_steps=cfg.max_episode_steps,
-            )  # fmt: skip
-            per_seed.append(float(r.mean()))
-            episodes.append(r)
-        allr = np.concatenate(episodes)
-        rows.append(
-            {
-                "precision": scheme.label,
-                "bits": scheme.bits,
-                "activations": activations_label(act_bits, obs_bits),
-                "mean": float(allr.mean()),
-                "std": float(allr.std()),
-                "seed_means": per_seed,
-                "seed_std": float(np.std(per_seed)),
-                "episodes": int(allr.size),
-                "layers_quantized": sum(1 for x in report["layers"] if x["quantized"]),
-                "layers_total": len(report["layers"]),
-            }
-        )
-        logger.info("PTQ %s %s: %.1f +/- %.1f", envs.env_label(env_id), scheme.label, allr.mean(), allr.std())
-        unquantize_policy(model, fp32_state)
+    with TaskProgress(f"PTQ {envs.env_label(env_id)}", len(precisions) * cfg.seeds) as progress:
+        for prec in precisions:
+            rows.append(_ptq_row(model, env_id, cfg, prec, calib, fp32_state, layer_reports, progress))
+    return _ptq_result(rows, layer_reports, env_id, cfg, precisions, out, title)
+
+
+def _ptq_row(
+    model, env_id, cfg: PtqConfig, prec: str, calib, fp32_state, layer_reports, progress
+) -> dict[str, Any]:
+    """One precision of :func:`run_ptq`: quantize, evaluate every seed, restore fp32; its row."""
+    scheme = tq.QuantScheme.parse(prec, per_channel_linear=cfg.per_channel_linear)
+    act_bits = None
+    if cfg.quantize_activations and scheme.precision == "int":
+        act_bits = cfg.act_bits or scheme.bits
+    obs_bits = cfg.obs_bits if act_bits else None
+    report = quantize_policy(model, scheme, act_bits=act_bits, calib_obs=calib, obs_bits=obs_bits)
+    layer_reports[scheme.label] = report
+    per_seed = []
+    episodes = []
+    for s in range(cfg.seeds):
+        progress.start(f"{scheme.label} seed {s}")
+        r = envs.evaluate(
+            model, env_id, cfg.episodes, seed=envs.eval_seed(s), n_envs=cfg.n_envs,
+            max_episode_steps=cfg.max_episode_steps,
+        )  # fmt: skip
+        per_seed.append(float(r.mean()))
+        episodes.append(r)
+        progress.advance()
+    allr = np.concatenate(episodes)
+    logger.info("PTQ %s %s: %.1f +/- %.1f", envs.env_label(env_id), scheme.label, allr.mean(), allr.std())
+    unquantize_policy(model, fp32_state)
+    return {
+        "precision": scheme.label,
+        "bits": scheme.bits,
+        "activations": activations_label(act_bits, obs_bits),
+        "mean": float(allr.mean()),
+        "std": float(allr.std()),
+        "seed_means": per_seed,
+        "seed_std": float(np.std(per_seed)),
+        "episodes": int(allr.size),
+        "layers_quantized": sum(1 for x in report["layers"] if x["quantized"]),
+        "layers_total": len(report["layers"]),
+    }
+
+
+def _ptq_result(rows, layer_reports, env_id, cfg: PtqConfig, precisions, out, title: str) -> dict[str, Any]:
+    """:func:`run_ptq`'s result from its rows (E% against the fp32 row), written to ``out`` when given."""
     base = rows[0]["mean"]
     for row in rows:
         row["E%"] = relative_error(base, row["mean"])

@@ -22,6 +22,7 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
+from actorq.progress import TaskProgress
 from actorq.studies import envs, plots, ptq, zoo
 from actorq.studies import torch_fake_quant as tq
 
@@ -200,26 +201,29 @@ def compare(
     }
     fp32: list[float] = []
     runs = []
-    for seed in range(seeds):
-        base, meta = zoo.train(algo, env_id, steps, seed=seed, eval_episodes=0)
-        fp32.append(float(np.mean(_evaluate(base, env_id, episodes, eval_seeds))))
-        for b in bits_list:
-            for key, act in (("ptq_w", False), ("ptq_wa", True)):
-                cfg = ptq.PtqConfig(
-                    precisions=["fp32", str(b)], episodes=episodes, seeds=eval_seeds, quantize_activations=act,
-                    calib_steps=500,
-                )  # fmt: skip
-                res = ptq.run_ptq(base, env_id, cfg)
-                per[key][b].append(res["rows"][1]["mean"])
-            if finetune is not None:
-                model, info = finetune(base, b, seed)
-            else:
-                model, info = train_qat(algo, env_id, b, steps, quant_delay or 0, seed=seed)
-            per["qat"][b].append(float(np.mean(_evaluate(model, env_id, episodes, eval_seeds))))
-            runs.append(
-                {k: v for k, v in info.items() if k not in ("activation_ranges", "quantized_forwards")}
-            )
-            logger.info("seed %d bits %d: fp32 %.1f qat %.1f", seed, b, fp32[-1], per["qat"][b][-1])
+    with TaskProgress(f"QAT {algo} {env_id}", seeds * len(bits_list)) as progress:
+        for seed in range(seeds):
+            base, meta = zoo.train(algo, env_id, steps, seed=seed, eval_episodes=0)
+            fp32.append(float(np.mean(_evaluate(base, env_id, episodes, eval_seeds))))
+            for b in bits_list:
+                progress.start(f"seed {seed} bits {b}")
+                for key, act in (("ptq_w", False), ("ptq_wa", True)):
+                    cfg = ptq.PtqConfig(
+                        precisions=["fp32", str(b)], episodes=episodes, seeds=eval_seeds, quantize_activations=act,
+                        calib_steps=500,
+                    )  # fmt: skip
+                    res = ptq.run_ptq(base, env_id, cfg)
+                    per[key][b].append(res["rows"][1]["mean"])
+                if finetune is not None:
+                    model, info = finetune(base, b, seed)
+                else:
+                    model, info = train_qat(algo, env_id, b, steps, quant_delay or 0, seed=seed)
+                per["qat"][b].append(float(np.mean(_evaluate(model, env_id, episodes, eval_seeds))))
+                runs.append(
+                    {k: v for k, v in info.items() if k not in ("activation_ranges", "quantized_forwards")}
+                )
+                logger.info("seed %d bits %d: fp32 %.1f qat %.1f", seed, b, fp32[-1], per["qat"][b][-1])
+                progress.advance()
     rows = []
     for b in bits_list:
         row: dict[str, Any] = {"bits": b, "fp32_mean": float(np.mean(fp32)), "fp32_std": float(np.std(fp32))}

@@ -32,6 +32,7 @@ import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
+from actorq.progress import TaskProgress
 from actorq.studies import envs, ptq, qat, qat_deploy, qat_finetune, zoo
 from actorq.studies import torch_fake_quant as tq
 from actorq.studies.policy_stats import action_stats, weight_ranges
@@ -392,21 +393,26 @@ def run_grid(
     chosen = [PAIRS[p] for p in pairs] if pairs else list(PAIRS.values())
     bit_list = list(bits or BITS)
     written = []
-    for pair, b, seed in shard_cells(cells(chosen, bit_list, seeds, control=schedule == "finetune"), shard):
-        path = record_path(out, pair, b, seed)
-        if path.exists():
-            if b is None and complete_fp32_record(path, out, pair, seed, bit_list):
-                written.append(path)
-            continue
-        t0 = time.perf_counter()
-        if b is None:
-            rec = run_fp32_cell(pair, seed, bit_list, episodes, out)
-        elif b == CONTROL:
-            rec = run_control_cell(pair, seed, episodes, out)
-        else:
-            rec = run_qat_cell(pair, int(b), seed, episodes, schedule, out)
-        rec["cell_seconds"] = round(time.perf_counter() - t0, 1)
-        write_record(path, rec)
-        written.append(path)
-        logger.info("cell %s done in %.0f s", path.relative_to(out), rec["cell_seconds"])
+    todo = list(shard_cells(cells(chosen, bit_list, seeds, control=schedule == "finetune"), shard))
+    done = sum(record_path(out, *cell).exists() for cell in todo)
+    with TaskProgress("QAT study cells", len(todo), done=done) as progress:
+        for pair, b, seed in todo:
+            path = record_path(out, pair, b, seed)
+            if path.exists():
+                if b is None and complete_fp32_record(path, out, pair, seed, bit_list):
+                    written.append(path)
+                continue
+            progress.start(f"{pair.key} {path.stem}")
+            t0 = time.perf_counter()
+            if b is None:
+                rec = run_fp32_cell(pair, seed, bit_list, episodes, out)
+            elif b == CONTROL:
+                rec = run_control_cell(pair, seed, episodes, out)
+            else:
+                rec = run_qat_cell(pair, int(b), seed, episodes, schedule, out)
+            rec["cell_seconds"] = round(time.perf_counter() - t0, 1)
+            write_record(path, rec)
+            written.append(path)
+            logger.info("cell %s done in %.0f s", path.relative_to(out), rec["cell_seconds"])
+            progress.advance()
     return written

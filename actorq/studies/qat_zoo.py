@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 
+from actorq.progress import TaskProgress
 from actorq.studies import envs, qat_finetune, zoo
 from actorq.studies import qat_study as qs
 
@@ -174,21 +175,26 @@ def run_zoo_grid(
     written (fp32 records completed with missing widths included)."""
     out = Path(out)
     written = []
-    for ag, b, seed in qs.shard_cells(qs.cells(agents, bits, seeds), shard):
-        path = qs.record_path(out, ag, b, seed)
-        if path.exists():
-            if b is None and _complete(path, ag, seed, bits):
-                written.append(path)
-            continue
-        t0 = time.perf_counter()
-        if b is None:
-            rec = run_fp32_replicate(ag, seed, bits, episodes)
-        elif b == qs.CONTROL:
-            rec = run_control_cell(ag, seed, episodes, recipe)
-        else:
-            rec = run_qat_cell(ag, int(b), seed, episodes, recipe)
-        rec["cell_seconds"] = round(time.perf_counter() - t0, 1)
-        qs.write_record(path, rec)
-        written.append(path)
-        logger.info("cell %s done in %.0f s", path.relative_to(out), rec["cell_seconds"])
+    todo = list(qs.shard_cells(qs.cells(agents, bits, seeds), shard))
+    done = sum(qs.record_path(out, *cell).exists() for cell in todo)
+    with TaskProgress("QAT study zoo cells", len(todo), done=done) as progress:
+        for ag, b, seed in todo:
+            path = qs.record_path(out, ag, b, seed)
+            if path.exists():
+                if b is None and _complete(path, ag, seed, bits):
+                    written.append(path)
+                continue
+            progress.start(f"{ag.key} {path.stem}")
+            t0 = time.perf_counter()
+            if b is None:
+                rec = run_fp32_replicate(ag, seed, bits, episodes)
+            elif b == qs.CONTROL:
+                rec = run_control_cell(ag, seed, episodes, recipe)
+            else:
+                rec = run_qat_cell(ag, int(b), seed, episodes, recipe)
+            rec["cell_seconds"] = round(time.perf_counter() - t0, 1)
+            qs.write_record(path, rec)
+            written.append(path)
+            logger.info("cell %s done in %.0f s", path.relative_to(out), rec["cell_seconds"])
+            progress.advance()
     return written
