@@ -32,7 +32,6 @@ from actorq.actors.kernels.base import float16, float32, int8_codes, prefixes
 from actorq.actors.kernels.ort_kernels import OrtKernel
 from actorq.actors.kernels.torch_kernels import TorchKernel
 from actorq.actors.kernels.verify import reference_outputs
-from actorq.envs import environment_spec
 from actorq.errors import UsageError
 from actorq.quantize.codec import WeightMessage
 from actorq.trained.cli import FORMATS
@@ -50,18 +49,6 @@ PREFERRED = {"int8": ("int8/ort-s8r", "int8/ort-u8", "int8/fbgemm", "int8/x86")}
 
 class ExportError(UsageError):
     """The policy cannot be exported so (no kernel of that precision and format verifies here): exit 2."""
-
-
-def _spec(weights: TrainedWeights, precision: str) -> PolicySpec:
-    env = environment_spec(weights.config.env)
-    return PolicySpec.build(
-        weights.config.algorithm,
-        env.obs_dim,
-        env.num_actions,
-        tuple(weights.config.network.policy_layers),
-        env.action_low,
-        env.action_high,
-    )
 
 
 def _kernels(precision: str, family: type) -> list[str]:
@@ -170,10 +157,11 @@ def export(weights: TrainedWeights, precision: str, fmt: str, out: str | Path) -
     if not out.parent.is_dir():
         raise UsageError(f"--out {out}: the folder {out.parent} does not exist")
     precision_config(weights.config, precision)  # a precision the config accepts
-    spec = _spec(weights, precision)
+    reference = fp32_reference(weights)  # the run's policy as the actors build it: its spec is the file's
+    spec = reference.spec
     message = policy_message(weights, precision)
     x = probe_inputs(spec)
-    learner_fp32 = fp32_reference(weights)(x)
+    learner_fp32 = reference(x)
     writers = {"onnx": _write_onnx, "torchscript": _write_torchscript, "state-dict": _write_state_dict}
     meta, run = writers[fmt](weights, spec, message, out)
     meta["fidelity"] = _fidelity(spec, one_at_a_time(run, x), learner_fp32, precision)
