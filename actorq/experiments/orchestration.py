@@ -155,7 +155,9 @@ def add_plan_arguments(
     parser.add_argument("config", help="YAML config, e.g. configs/d4pg/dmc_cartpole_balance.yaml")
     parser.add_argument("overrides", nargs="*", help="section.key=value overrides for every run")
     parser.add_argument(
-        "--precisions", default=precisions, help=f"ActorQ precisions, comma-separated (default {precisions})"
+        "--precisions",
+        default=precisions,
+        help=f"actor precisions, comma-separated, of fp32, fp16, int8, auto (default {precisions})",
     )
     parser.add_argument("--seeds", type=int, default=seeds, help=f"number of seeds (default {seeds_note})")
     parser.add_argument("--first-seed", type=int, default=0, help="seeds are first..first+N-1 (default 0)")
