@@ -37,7 +37,10 @@ def test_live_view_on_a_terminal_redraws_a_rich_table():
 
 def test_task_progress_off_a_terminal_keeps_the_commands_lines_and_logs_the_count(caplog):
     out = io.StringIO()
-    with caplog.at_level(logging.INFO, logger="actorq.progress"), TaskProgress("runs", 3, done=1, stream=out) as p:
+    with (
+        caplog.at_level(logging.INFO, logger="actorq.progress"),
+        TaskProgress("runs", 3, done=1, stream=out) as p,
+    ):
         p.start("int8-s0")
         p.note("[2/3] int8-s0: target")
         p.advance()
