@@ -49,7 +49,7 @@ def test_unknown_key_and_bad_precision(tmp_path):
     )
     assert (
         r.returncode == 2
-        and "unknown config key(s) learner.batchsize" in r.stderr
+        and "unknown config key learner.batchsize (did you mean learner.batch_size?)" in r.stderr
         and "batch_size" in r.stderr
     )
     r = actorq("train", "configs/dqn/gym_cartpole.yaml", "--precision", "int4")
