@@ -156,8 +156,8 @@ bench: $(STAMP)
 	$(VENV)/bin/actorq bench policy --quick --json $(BENCH_OUT)/policy.json
 	$(VENV)/bin/actorq bench actors configs/d4pg/dmc_cartpole_balance.yaml --precisions fp32,int8 --actors 1 --update-period 1000 --seconds 10 --repeats 2 --json $(BENCH_OUT)/actors_quick.json
 	$(VENV)/bin/actorq bench learner configs/d4pg/dmc_cartpole_balance.yaml --seconds 10 --repeats 2 --json $(BENCH_OUT)/learner_quick.json
-	$(VENV)/bin/actorq bench ablation configs/d4pg/dmc_cartpole_balance.yaml --seconds 5 --repeats 1 --sweep-periods 10,100,1000 --json $(BENCH_OUT)/ablation_quick.json
-	$(VENV)/bin/actorq bench acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --quick --out $(BENCH_OUT)/acme-baseline-quick
+	$(VENV)/bin/actorq ablation configs/d4pg/dmc_cartpole_balance.yaml --seconds 5 --repeats 1 --sweep-periods 10,100,1000 --json $(BENCH_OUT)/ablation_quick.json
+	$(VENV)/bin/actorq acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --quick --out $(BENCH_OUT)/acme-baseline-quick
 	$(VENV)/bin/actorq report $(BENCH_OUT)/acme-baseline-quick --bench $(BENCH_OUT)/actors_quick.json --bench $(BENCH_OUT)/ablation_quick.json --out $(BENCH_OUT)/report
 
 # The paper's task set per precision and seed, the Acme baseline, and the report (many hours; resumable), into the
@@ -167,7 +167,7 @@ reproduce: $(STAMP)
 	for cfg in configs/d4pg/dmc_*.yaml configs/dqn/gym_*.yaml; do \
 	  $(VENV)/bin/actorq experiment $$cfg --precisions fp32,fp16,int8 --seeds 3 --out $(REPRODUCE_OUT)/$$(basename $$cfg .yaml) || exit 1; \
 	done
-	$(VENV)/bin/actorq bench acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --out $(REPRODUCE_OUT)/acme-baseline
+	$(VENV)/bin/actorq acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --out $(REPRODUCE_OUT)/acme-baseline
 	$(VENV)/bin/actorq report $(REPRODUCE_OUT)/* --out $(REPRODUCE_OUT)/report
 
 # Issue 20's Table 2 on this CPU (2 actors; no GPU): three tasks x fp32/fp16/int8 x $(CPU_SEEDS) seeds x two

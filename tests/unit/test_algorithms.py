@@ -256,7 +256,7 @@ def _algorithm_name_compares(source: str) -> list[int]:
 
 ALLOWED = {
     # The Acme baseline runs Acme's own D4PG agent, which exists for D4PG only: it refuses other configs.
-    "actorq/bench/acme_baseline.py",
+    "actorq/experiments/acme_baseline.py",
 }
 
 

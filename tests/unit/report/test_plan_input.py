@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from actorq.hardware import machine_differences
+from actorq.plan import regime as model
+from actorq.plan.model import network_sizes
 from actorq.report import regime
 from actorq.report.analysis import build_tables
 from actorq.report.cli import build_report
 from actorq.report.grid_md import ci_table
-from actorq.report.plan_input import PlanError, check_plans, load_plan, network_sizes
+from actorq.report.plan_input import PlanError, check_plans, load_plan
 from actorq.report.records import load_runs
 from tests.unit.report.synthetic import make_run, ramp_returns
 
@@ -90,7 +92,7 @@ def expected(precision: str, envs: int = 1) -> float:
 
     def delivered(p: str) -> float:
         supply, capacity = MEASURED[(PINNED["name"], p, envs)]
-        return regime.delivered_rate(supply, capacity, SPI)
+        return model.delivered_rate(supply, capacity, SPI)
 
     return delivered(precision) / delivered("fp32")
 
@@ -299,7 +301,7 @@ def test_given_parameters_replace_the_runs_and_must_be_one_per_run():
     given = regime.Given(regime.Estimate(629.0, "plan", plan="plan p"), regime.Estimate(2144.0, "plan"))
     (r,) = regime.assess([run], [given])
     assert (r.capacity.value, r.supply.value) == (629.0, 2144.0)
-    assert r.delivered == regime.delivered_rate(2144.0, 629.0, SPI)
+    assert r.delivered == model.delivered_rate(2144.0, 629.0, SPI)
     (r,) = regime.assess([run], [None])  # the run's own: never starved, 64 samples/s
     assert r.capacity.value == 64.0 and r.capacity.runs == ("a",)
     with pytest.raises(ValueError, match="one entry per run"):
