@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 
 from actorq import cli
-from actorq.report import qat_stats
-from actorq.studies import qat_study
+from actorq.studies import qat_stats, qat_study
 
 ROOT = Path(__file__).resolve().parents[3]
 STUDY = "reports/studies/qat_recipe"  # issue 37's study, the default

@@ -1,4 +1,4 @@
-"""The QAT study's statistics (actorq.report.qat_stats) and the committed study's README against its records."""
+"""The QAT study's statistics (actorq.studies.qat_stats) and the committed study's README against its records."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from actorq.report import coverage, qat_md, qat_stats
+from actorq.report import coverage
+from actorq.studies import qat_md, qat_stats
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "reports" / "studies" / "qat_convergence"
