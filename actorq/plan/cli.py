@@ -15,6 +15,7 @@ GPU learner measured elsewhere): the actors are timed alone on this machine, one
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 import sys
@@ -101,6 +102,10 @@ def _check(args: argparse.Namespace):
 
 def _main(args: argparse.Namespace) -> int:
     config, precisions, envs, spis, timing, cores, splits = _check(args)
+    if args.plot_path and importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError(
+            "--plot needs matplotlib, which is not installed: pip install 'actorq[lab]' (or drop --plot)"
+        )
     # Found before any timing: a task without a step limit cannot be planned beside an evaluator.
     eval_steps = step_limit(config) if args.learner_steps_per_s is None else 0
     started = time.perf_counter()

@@ -198,6 +198,7 @@ def test_shipped_configs_keep_their_settings_in_their_algorithms_section(path):
     assert isinstance(load_config(path).settings, algo.section)
 
 
+@pytest.mark.subprocess
 def test_built_in_algorithms_are_the_packages_and_plugins_come_by_entry_point(tmp_path):
     packages = sorted(p.parent.name for p in (ROOT / "actorq" / "algorithms").glob("*/__init__.py"))
     assert [n for n in algorithms.names() if n in packages] == packages

@@ -119,6 +119,7 @@ def test_summary_medians_and_paired_ratios():
     assert "config" in format_table(list(rows.values()))
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_bench_learner_cli_runs_real_learners(tmp_path):
     out = tmp_path / "learner.json"

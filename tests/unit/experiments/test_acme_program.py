@@ -105,6 +105,7 @@ def test_comparison_table_reports_speedups_against_acme(tmp_path):
     assert 0.65 < vs_fp32["acme-fp32"] < 0.85 and 1.35 < vs_fp32["int8"] < 1.65
 
 
+@pytest.mark.subprocess
 @pytest.mark.usefixtures("moving_boot_time")
 def test_cpu_sampler_counts_a_process_once_while_the_boot_time_moves(tmp_path):
     busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 30: pass\n"
