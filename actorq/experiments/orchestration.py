@@ -1,6 +1,6 @@
 """Experiment orchestration: many training runs, one subprocess at a time, resumable.
 
-What ``actorq experiment`` and ``actorq bench acme-baseline`` share:
+What ``actorq experiment`` and ``actorq acme-baseline`` share:
 
 * the plan (:func:`plan_runs`): seed by seed, and within a seed the labels (precisions, systems) rotated by the
   seed's position (s0: a b c, s1: b c a, s2: c a b), so no label always runs first or last and drift of the
@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from actorq.config import PRECISIONS, ConfigError
 from actorq.launchers.train import RUN_EXIT_DEADLINE_S
+from actorq.measure.common import rotated
 from actorq.metrics import UNFINISHED_EXITS
 from actorq.usage import child_environment
 
@@ -92,21 +93,6 @@ def plan_runs(labels: list[str], seeds: list[int], sweeps: list[Sweep] | None = 
     for i, seed in enumerate(seeds):
         runs += [PlannedRun(label, seed, sweep) for label, sweep in rotated(cells, i, len(seeds))]
     return runs
-
-
-def rotated(items: list[T], round_index: int, rounds: int) -> list[T]:
-    """``items`` in the order of round ``round_index`` of ``rounds``: rotated left by the round's shift.
-
-    The one order rule of every interleaved measurement (experiment runs here, bench blocks and kernel timings in
-    :mod:`actorq.bench`): with at least as many rounds as items the shift is the round's index (a Latin square:
-    each item at each position once per ``len(items)`` rounds); with fewer rounds the shifts are spread over the
-    whole cycle, so no item always goes early or late.
-    """
-    n = len(items)
-    if n == 0:
-        return []
-    shift = round_index % n if rounds >= n else (round_index * n) // rounds
-    return items[shift:] + items[:shift]
 
 
 def run_finished(run_dir: str | Path) -> bool:

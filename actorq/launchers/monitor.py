@@ -20,6 +20,7 @@ from actorq.config import ExperimentConfig
 from actorq.config.shards import actor_shard, replay_label
 from actorq.metrics import json_safe
 from actorq.status import (
+    RUN_DIR_FORMAT,
     ActorStatus,
     Evaluation,
     EvaluatorStatus,
@@ -275,6 +276,7 @@ class RunMonitor:
             breakdown[comp] = mean(per_actor) if per_actor else 0.0
         learner, quantizer = self.learner(), self.quantizer()
         summary = {
+            "run_dir_format": RUN_DIR_FORMAT,
             "algorithm": self.config.algorithm,
             "task": f"{self.config.env.suite}:{self.config.env.task}",
             "precision": self.config.actor.precision,

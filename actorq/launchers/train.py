@@ -2,7 +2,7 @@
 
 The config comes from a YAML file (or a resumed run's ``RUN_DIR/config.yaml``), then ``section.key=value``
 overrides, then flags; it is validated before any process starts. The run directory must be new or empty (or the
-resumed run's own). ``actorq experiment`` and ``actorq bench acme-baseline`` start each run as
+resumed run's own). ``actorq experiment`` and ``actorq acme-baseline`` start each run as
 ``python -m actorq.launchers.train ...``, the same command as ``actorq train ...``.
 """
 

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from actorq.bench import acme_program
-from actorq.bench.acme_program import PeriodicEvaluator, RunDirLogger, _stop_reason, policy_bytes
+from actorq.experiments import acme_program
+from actorq.experiments.acme_program import PeriodicEvaluator, RunDirLogger, _stop_reason, policy_bytes
 from actorq.metrics import MetricsWriter, read_metrics
 from tests.conftest import tiny_config
 from tests.waiting import wait_until
@@ -87,7 +87,7 @@ def test_policy_bytes_counts_the_fp32_policy():
 
 
 def test_comparison_table_reports_speedups_against_acme(tmp_path):
-    from actorq.bench.acme_baseline import comparison_table
+    from actorq.experiments.acme_baseline import comparison_table
     from actorq.experiments.orchestration import run_finished
     from tests.unit.report.synthetic import make_run, ramp_returns
 
@@ -105,6 +105,7 @@ def test_comparison_table_reports_speedups_against_acme(tmp_path):
     assert 0.65 < vs_fp32["acme-fp32"] < 0.85 and 1.35 < vs_fp32["int8"] < 1.65
 
 
+@pytest.mark.subprocess
 @pytest.mark.usefixtures("moving_boot_time")
 def test_cpu_sampler_counts_a_process_once_while_the_boot_time_moves(tmp_path):
     busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 30: pass\n"

@@ -1,4 +1,4 @@
-"""The plots of a QAT-vs-PTQ study report (:mod:`actorq.report.qat_md`): per pair, reward per bit width and the
+"""The plots of a QAT-vs-PTQ study report (:mod:`actorq.studies.qat_md`): per pair, reward per bit width and the
 training curves."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.report import qat_stats as qs
+from actorq.studies import qat_stats as qs
 
 
 def plots(

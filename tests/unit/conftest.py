@@ -1,4 +1,4 @@
-"""Fixtures shared by the bench and launcher CPU-time tests."""
+"""Fixtures shared by the unit tests of CPU-time sampling (launchers.energy and the Acme baseline)."""
 
 from __future__ import annotations
 

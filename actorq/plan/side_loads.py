@@ -1,7 +1,7 @@
 """``actorq plan``'s side loads: the CPU the evaluator and the quantizer take from the learner's cores.
 
 In a run the evaluator and the quantizer share the learner's cores (a plan's splits put every role but the actors
-there, :data:`actorq.bench.plan_model.LEARNER_ROLES`), but the learner bench runs neither, so a capacity measured
+there, :data:`actorq.plan.model.LEARNER_ROLES`), but the learner bench runs neither, so a capacity measured
 without them over-predicts the run's learner. On the 2-core Zen 3 of issue 34 (CartPole, 3x2048, 8 environments per
 actor, spi 0.25, learner, replay, quantizer and evaluator on core 0) the evaluator took 8-19% of core 0 and the
 quantizer 6-9% (the runs' ``role_cpu_seconds``), and the learner made 2.9-3.9 steps/s where the plan said 4.29.
@@ -148,8 +148,8 @@ class SideLoadBench:
         self, config: ExperimentConfig, precisions: list[str], client: Any, key: Any, eval_steps: int
     ):
         from actorq import algorithms
-        from actorq.bench.actors_worker import reference_state
         from actorq.envs import make_environment
+        from actorq.measure.actors_worker import reference_state
         from actorq.networks.mapping import mapping_table
         from actorq.quantize.codec import encode_message
         from actorq.quantize.signing import LEARNER_STREAM

@@ -8,9 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from actorq.bench.plan_model import Measurement, Split, capacity_notes
-from actorq.bench.plan_side import PASSES, POLLS, SideLoadBench, SideLoads, step_limit
 from actorq.config import load_config
+from actorq.plan.model import Measurement, Split, capacity_notes
+from actorq.plan.side_loads import PASSES, POLLS, SideLoadBench, SideLoads, step_limit
 
 OWN = Split("learner [0] + actors [1]", (0,), (1,), 1)
 CONFIG = "configs/dqn/gym_cartpole.yaml"
@@ -57,7 +57,7 @@ def test_an_evaluator_busier_than_its_period_takes_one_core_at_most():
 
 
 def test_measurements_take_the_capacity_beside_the_side_loads_and_keep_the_learners_own():
-    from actorq.bench.plan_measure import measurements
+    from actorq.plan.measure import measurements
 
     records = [
         {"split": OWN.name, "precision": "fp32", "envs": 8, "supply": s, "capacity": c, "inference_ms": 1.0,

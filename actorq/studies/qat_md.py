@@ -1,7 +1,7 @@
 """``report.md``, ``summary.json``, the plots and the README's generated blocks of a QAT-vs-PTQ study directory.
 
 Everything is rendered from the per-run records (``<out>/records/<pair>/*.json``, written by ``actorq qat-study``)
-with the statistics of :mod:`actorq.report.qat_stats`, so the report regenerates from committed records alone
+with the statistics of :mod:`actorq.studies.qat_stats`, so the report regenerates from committed records alone
 (``actorq qat-report <out>``). A README in ``<out>`` may hold blocks between ``<!-- qat-report:NAME -->`` and
 ``<!-- /qat-report:NAME -->``: each render rewrites them (the record counts and the claims), so the prose around
 them cannot drift from the records; the tests check the committed README's blocks against its records.
@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from actorq.report import coverage, qat_plots
-from actorq.report import qat_stats as qs
+from actorq.report import coverage
+from actorq.studies import qat_plots
+from actorq.studies import qat_stats as qs
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +290,7 @@ def method_markdown(summary: dict[str, Any]) -> str:
     notes = [summary_note for n in ns for summary_note in (coverage.note("mean", n), coverage.note("iqm", n))]
     notes += [coverage.note(m, n) for m in ("relative", "improvement") for n in ns]
     return (
-        "Statistics (`actorq/report/qat_stats.py`): a seed's score is the mean return of its evaluation episodes; "
+        "Statistics (`actorq/studies/qat_stats.py`): a seed's score is the mean return of its evaluation episodes; "
         "cells give the mean over training seeds (rliable `aggregate_mean`) with rliable's stratified bootstrap "
         "95% interval, fp32 also the IQM (rliable `aggregate_iqm`, 25% trimmed mean; both in summary.json for "
         "every cell); E% = 100 (R_fp32 - R) / |R_fp32| on the means (QuaRL's definition) with a paired "

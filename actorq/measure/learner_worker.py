@@ -17,7 +17,11 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
+import numpy as np
+
+from actorq.config import ExperimentConfig
+from actorq.measure.common import random_action
+from actorq.measure.protocol import BenchWorker, open_protocol, reply, serve
 from actorq.usage import child_environment
 
 log = logging.getLogger(__name__)
@@ -35,7 +39,7 @@ def start_worker(index: int, name: str, config_path: Path, address: str, workdir
     # As the local placement starts the learner role: the child environment, then the learner's own settings.
     env = child_environment()
     env.update(learner_environment(load_config(config_path)))
-    argv = ["actorq.bench.learner_worker", "--config", str(config_path), "--address", address]
+    argv = ["actorq.measure.learner_worker", "--config", str(config_path), "--address", address]
     argv += ["--run-dir", str(workdir / f"run_{log_path.stem}")]
     return BenchWorker(f"learner bench worker {name}", argv, log_path, env)
 
@@ -161,3 +165,32 @@ if __name__ == "__main__":
     parser.add_argument("--run-dir", required=True)
     args = parser.parse_args()
     worker_main(args.config, args.address, args.run_dir)
+
+
+START_TIMEOUT_S = 900.0
+"""TensorFlow import, tracing and (with XLA) compiling the 3x2048 update on a loaded 2-core machine."""
+
+
+def prefill(client: Any, config: ExperimentConfig, transitions: int, seed: int = 0) -> int:
+    """Write ``transitions`` real n-step transitions (uniformly random actions) into the experience table."""
+    from actorq.envs import make_environment
+    from actorq.replay.experience import make_adder
+
+    rng = np.random.default_rng(seed)
+    env = make_environment(config.env, seed=seed)
+    spec = env.action_spec()
+    adder = make_adder(client, config)
+    written = 0
+    timestep = env.reset()
+    adder.add_first(timestep)
+    while written < transitions:
+        action = random_action(spec, rng)
+        timestep = env.step(action)
+        adder.add(action, timestep)
+        written += 1
+        if timestep.last():
+            timestep = env.reset()
+            adder.add_first(timestep)
+    adder.reset()
+    env.close()
+    return written

@@ -3,10 +3,10 @@
 Verifies the actor kernels for the config's policy, then times the learner (samples/s = learner steps/s x batch,
 on a pre-filled replay, never starved) and the actors (env steps/s per precision, the config's network and
 ``envs_per_actor``) on the cores each would get and beside each other, for each split of this machine's cores
-between learner and actors (:mod:`actorq.bench.plan_measure`), and the evaluator's and the quantizer's work on
-the learner's cores, whose share of them the learner loses in a run (:mod:`actorq.bench.plan_side`). From those it
+between learner and actors (:mod:`actorq.plan.measure`), and the evaluator's and the quantizer's work on
+the learner's cores, whose share of them the learner loses in a run (:mod:`actorq.plan.side_loads`). From those it
 predicts, for a range of samples-per-insert ratios, each setting's env steps/s and the time-to-reward speed-up of
-fp16 and int8 over fp32 (:mod:`actorq.bench.plan_model`, through the regime model of :mod:`actorq.report.regime`),
+fp16 and int8 over fp32 (:mod:`actorq.plan.model`, through the regime model of :mod:`actorq.plan.regime`),
 names the best setting as config overrides, the best setting of each precision ("best against best"), and says
 plainly where quantized actors will not help and why. With ``--learner-steps-per-s R --actor-cores N`` the learner is not timed (e.g. a
 GPU learner measured elsewhere): the actors are timed alone on this machine, one per core, and scaled to N cores.
@@ -15,6 +15,7 @@ GPU learner measured elsewhere): the actors are timed alone on this machine, one
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 import sys
@@ -22,10 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from actorq.bench import plan_measure
-from actorq.bench.common import blocks_document, config_meta, machine_info, parse_list, write_json
-from actorq.bench.plan_measure import Timing
-from actorq.bench.plan_model import (
+from actorq.config import BYTES_PER_WEIGHT, PRECISIONS, ConfigError, load_config, to_dict
+from actorq.hardware import bandwidth_record
+from actorq.measure.common import blocks_document, config_meta, machine_info, parse_list, write_json
+from actorq.plan import measure as plan_measure
+from actorq.plan.measure import Timing
+from actorq.plan.model import (
     BASE,
     DEFAULT_SPIS,
     HELPS,
@@ -34,14 +37,12 @@ from actorq.bench.plan_model import (
     Recommendation,
     capacity_notes,
     make_splits,
+    network_sizes,
     predict,
     recommend,
     spi_grid,
 )
-from actorq.bench.plan_side import step_limit
-from actorq.config import BYTES_PER_WEIGHT, PRECISIONS, ConfigError, load_config, to_dict
-from actorq.hardware import bandwidth_record
-from actorq.report.plan_input import network_sizes
+from actorq.plan.side_loads import step_limit
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,10 @@ def _check(args: argparse.Namespace):
 
 def _main(args: argparse.Namespace) -> int:
     config, precisions, envs, spis, timing, cores, splits = _check(args)
+    if args.plot_path and importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError(
+            "--plot needs matplotlib, which is not installed: pip install 'actorq[lab]' (or drop --plot)"
+        )
     # Found before any timing: a task without a step limit cannot be planned beside an evaluator.
     eval_steps = step_limit(config) if args.learner_steps_per_s is None else 0
     started = time.perf_counter()

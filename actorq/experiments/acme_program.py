@@ -5,7 +5,7 @@ learning rates and actors, replacing only what is needed to measure it like Acto
 ``RUN_DIR/evaluator/metrics.csv`` (and actor/learner counts to ``RUN_DIR/counter``), a learner logger writing
 ``RUN_DIR/learner/metrics.csv``, optimizers built inside the learner node, no checkpoints or CSVs in ``~/acme``.
 ``run_acme`` launches it (LOCAL_MULTI_PROCESSING), stops it on the config's limits, samples the CPU time of its
-processes and writes ``summary.json``. See :mod:`actorq.bench.acme_baseline` for the comparison.
+processes and writes ``summary.json``. See :mod:`actorq.experiments.acme_baseline` for the comparison.
 """
 
 from __future__ import annotations
@@ -360,7 +360,7 @@ if __name__ == "__main__":
     from actorq.config import load_config
 
     parser = argparse.ArgumentParser(
-        description="one Acme DistributedD4PG run (started by actorq bench acme-baseline)"
+        description="one Acme DistributedD4PG run (started by actorq acme-baseline)"
     )
     parser.add_argument("config")
     parser.add_argument("--run-dir", required=True)

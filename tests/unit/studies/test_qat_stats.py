@@ -1,15 +1,15 @@
-"""The QAT study's statistics (actorq.report.qat_stats) and the committed study's README against its records."""
+"""The QAT study's statistics (actorq.studies.qat_stats) and the committed study's README against its records."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from actorq.report import coverage, qat_md, qat_stats
+from actorq.report import coverage
+from actorq.studies import qat_md, qat_stats
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "reports" / "studies" / "qat_convergence"
@@ -68,26 +68,6 @@ def test_lowest_within() -> None:
     rows = [{"bits": b, "qat": {"E%": {"value": e}}} for b, e in ((8, 0.0), (6, 4.0), (4, 9.0), (2, 1.0))]
     assert qat_stats.lowest_within(rows, "qat") == 6  # 2 bits passing again does not count: 4 failed
     assert qat_stats.lowest_within([{"bits": 8, "qat": {"E%": {"value": 6.0}}}], "qat") is None
-
-
-def test_committed_readme_says_what_the_records_hold() -> None:
-    """The README's generated blocks equal what the records give (counts) and what report.md claims."""
-    recs = qat_stats.load(COMMITTED)
-    readme = (COMMITTED / "README.md").read_text()
-    blocks = qat_md.readme_blocks(readme)
-    assert blocks["status"] == qat_md.status_block(recs)
-    report = (COMMITTED / "report.md").read_text()
-    assert blocks["claims"] in report
-    n_qat = sum(len(s) for by in recs.values() for k, s in by.items() if k.startswith("qat"))
-    n_fp32 = sum(len(by["fp32"]) for by in recs.values())
-    for m in re.finditer(r"(\d+) (QAT|fp32) policies", readme):  # every count the prose gives
-        assert int(m.group(1)) == {"QAT": n_qat, "fp32": n_fp32}[m.group(2)], m.group(0)
-    assert qat_md.status_block(recs).startswith(f"Records: {n_qat + n_fp32} cells")
-    grid = dict(re.findall(r"^\| (\w+_[\w-]+) \| ((?:\d+/\d+ \| ?)+)$", report, re.M))
-    assert set(grid) == set(recs)
-    for pair, cells in grid.items():  # report.md's "seeds with a record" grid
-        cols = ["fp32", *(f"qat{b}" for b in qat_stats.widths(recs))]
-        assert [int(x) for x in re.findall(r"(\d+)/\d+", cells)] == [len(recs[pair].get(c, {})) for c in cols]
 
 
 def test_readme_blocks_rewritten_in_place(tmp_path: Path) -> None:

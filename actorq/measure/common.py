@@ -1,10 +1,6 @@
-"""What the ``actorq bench`` commands share: the machine they ran on, the order of their blocks, their lists and
-their JSON, the ratios between variants, random actions and scratch directories.
-
-Each bench is a command module (``actors``, ``learner``, ``replay``, ...), with, where it starts processes, a
-``*_worker`` module (the process and the bench's handle on it) and, where its summary is long, a ``*_summary``
-module; nothing in one command module is used by another command but through here, except ``ablation``, which is
-the actors bench run over another plan (:func:`actorq.bench.actors.run_bench`).
+"""What every measurement of this machine shares (``actorq plan`` and the ``actorq bench`` commands): the machine
+it ran on, the one order rule of interleaved measurements (:func:`rotated`), lists and JSON, the ratios between
+variants, random actions and scratch directories.
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ from typing import Any, TypeVar
 import numpy as np
 
 from actorq.config import ConfigError
-from actorq.experiments.orchestration import rotated
 from actorq.hardware import cpu_info
 
 START_TIMEOUT_S = 600.0
@@ -78,9 +73,24 @@ def cpu_flags() -> list[str]:
     return []
 
 
+def rotated(items: list[T], round_index: int, rounds: int) -> list[T]:
+    """``items`` in the order of round ``round_index`` of ``rounds``: rotated left by the round's shift.
+
+    The one order rule of every interleaved measurement (experiment runs here, bench blocks and kernel timings in
+    :mod:`actorq.bench`, :mod:`actorq.plan`): with at least as many rounds as items the shift is the round's index (a Latin square:
+    each item at each position once per ``len(items)`` rounds); with fewer rounds the shifts are spread over the
+    whole cycle, so no item always goes early or late.
+    """
+    n = len(items)
+    if n == 0:
+        return []
+    shift = round_index % n if rounds >= n else (round_index * n) // rounds
+    return items[shift:] + items[:shift]
+
+
 def interleave(items: list[T], repeats: int) -> list[tuple[int, T]]:
     """(repeat, item) in run order: every item once per repeat, in the order rotated each repeat
-    (:func:`actorq.experiments.orchestration.rotated`), so drift of a shared machine hits every item alike."""
+    (:func:`rotated`), so drift of a shared machine hits every item alike."""
     return [(r, item) for r in range(repeats) for item in rotated(items, r, repeats)]
 
 

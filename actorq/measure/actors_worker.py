@@ -2,7 +2,7 @@
 block runs (:func:`bench_config`) and the policy it publishes to them (:func:`reference_state`,
 :meth:`WorkerPool.publish_policy`); used by ``actorq bench actors``, ``ablation`` and ``learner --actors``.
 
-Workers are ``python -m actorq.bench.actors_worker --address HOST:PORT`` subprocesses owned by pid. They import
+Workers are ``python -m actorq.measure.actors_worker --address HOST:PORT`` subprocesses owned by pid. They import
 the actor stack once, then take JSON commands on stdin: ``prepare`` (build a fresh :class:`ActorRole` from a config
 file, wait for its first weights, warm up), ``go`` (step it for N seconds and report), ``exit``. Protocol lines go to
 the original stdout prefixed ``@@``; everything libraries print goes to stderr (the worker's log file).
@@ -26,9 +26,9 @@ from typing import Any, NoReturn
 import numpy as np
 
 from actorq import algorithms
-from actorq.bench.common import START_TIMEOUT_S, close_workdir
-from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
 from actorq.config import ExperimentConfig, replace, save_config
+from actorq.measure.common import START_TIMEOUT_S, close_workdir
+from actorq.measure.protocol import BenchWorker, open_protocol, reply, serve
 from actorq.timers import BREAKDOWN_COMPONENTS
 from actorq.usage import child_environment
 from actorq.weights_key import ensure_run_key, load_key_file
@@ -121,7 +121,7 @@ class WorkerPool:
         address = f"localhost:{self.server.port}"
         try:
             for i in range(self.n):
-                argv = ["actorq.bench.actors_worker", "--address", address]
+                argv = ["actorq.measure.actors_worker", "--address", address]
                 log_path = self.workdir / f"worker_{i}.log"
                 self.workers.append(BenchWorker(f"bench worker {i}", argv, log_path, child_environment()))
             self._expect_all("hello", START_TIMEOUT_S)

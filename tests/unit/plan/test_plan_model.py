@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from actorq.bench.plan_model import (
+from actorq.plan.model import (
     Measurement,
     Split,
     capacity_notes,
@@ -169,8 +169,8 @@ def test_spi_grid_adds_the_configs_ratio():
 
 
 def test_a_learner_elsewhere_scales_the_actors_and_sets_no_affinity():
-    from actorq.bench.plan_measure import given_learner_measurements, measurements
-    from actorq.bench.plan_side import SideLoads
+    from actorq.plan.measure import given_learner_measurements, measurements
+    from actorq.plan.side_loads import SideLoads
 
     records = [
         {
@@ -204,7 +204,7 @@ def test_a_learner_elsewhere_scales_the_actors_and_sets_no_affinity():
 
 
 def test_plot_and_tables(tmp_path):
-    from actorq.bench.plan import format_predictions, format_recommendation, plot
+    from actorq.plan.cli import format_predictions, format_recommendation, plot
 
     preds = predict([cell("fp32", 250, 1024), cell("int8", 650, 1024)], [0.25, 8.0])
     text = format_predictions(preds)
@@ -224,8 +224,8 @@ def test_plot_and_tables(tmp_path):
     ],
 )
 def test_bad_arguments_fail_before_any_process(argv, message, capsys, monkeypatch):
-    from actorq.bench import plan_measure
     from actorq.cli import main
+    from actorq.plan import measure as plan_measure
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setattr(plan_measure, "verify_kernels", lambda *a: pytest.fail("went past validation"))

@@ -20,10 +20,9 @@ import numpy as np
 import pytest
 
 from actorq import cli
-from actorq.report import qat_stats
-from actorq.studies import qat_study
+from actorq.studies import qat_stats, qat_study
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 STUDY = "reports/studies/qat_recipe"  # issue 37's study, the default
 OLD_STUDY = "reports/studies/qat_convergence"  # issue 22's
 BUDGET_S = 90 * 60

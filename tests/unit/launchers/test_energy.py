@@ -16,6 +16,7 @@ from tests.waiting import wait_until
 BUSY = "import time\nt = time.process_time()\nwhile time.process_time() - t < {cpu}: pass\n"
 
 
+@pytest.mark.subprocess
 def test_cpu_seconds_of_children_are_counted_exactly_once_reaped(tmp_path):
     with EnergyMeter(tmp_path, period_s=0.2, codecarbon=False) as meter:
         procs = [subprocess.Popen([sys.executable, "-c", BUSY.format(cpu=0.6)]) for _ in range(2)]
@@ -35,6 +36,7 @@ def test_cpu_seconds_of_children_are_counted_exactly_once_reaped(tmp_path):
     assert cpu == sorted(cpu)  # cumulative
 
 
+@pytest.mark.subprocess
 def test_live_children_are_sampled(tmp_path):
     with EnergyMeter(tmp_path, period_s=0.1, codecarbon=False) as meter:
         proc = subprocess.Popen([sys.executable, "-c", BUSY.format(cpu=30)])
@@ -46,6 +48,7 @@ def test_live_children_are_sampled(tmp_path):
     assert live >= 0.5  # seen while the child was still running (before any rusage)
 
 
+@pytest.mark.subprocess
 @pytest.mark.usefixtures("moving_boot_time")
 def test_a_process_is_counted_once_while_the_boot_time_moves(tmp_path):
     with EnergyMeter(tmp_path, period_s=0.05, codecarbon=False) as meter:
@@ -128,6 +131,7 @@ def test_hardware_counters_follow_the_rapl_directory(tmp_path, monkeypatch, rapl
     assert meter.summary()["hardware_counters"] is rapl
 
 
+@pytest.mark.subprocess
 def test_cpu_that_other_processes_burn_during_the_run_is_counted_as_outside(tmp_path):
     # The burner is started through a shell that exits at once, so it is no descendant of the meter's process:
     # an unrelated process on the same machine, like a test suite run beside a grid.
@@ -144,6 +148,7 @@ def test_cpu_that_other_processes_burn_during_the_run_is_counted_as_outside(tmp_
     assert rows[-1]["machine_cpu_seconds"] >= 0.9
 
 
+@pytest.mark.subprocess
 def test_a_childs_cpu_is_the_runs_own_not_outside(tmp_path):
     with EnergyMeter(tmp_path, period_s=0.2, codecarbon=False) as meter:
         subprocess.run([sys.executable, "-c", BUSY.format(cpu=1.0)], check=True)
@@ -174,6 +179,7 @@ print(started[0])
 """
 
 
+@pytest.mark.subprocess
 def test_distutils_is_imported_before_the_meters_thread_starts():
     result = subprocess.run([sys.executable, "-c", SETTLED], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -4,7 +4,7 @@ Each :class:`Measurement` is one *split* of the machine's cores (the learner's a
 precision and number of environments per actor: the actors' env steps/s **S_p** while the learner ran beside them,
 and the learner's samples/s **C** while those actors ran beside it (or a learner rate given by the user, e.g. a GPU
 learner measured elsewhere). For every samples-per-insert ratio ``spi`` the delivered env steps/s and the regime come
-from :mod:`actorq.report.regime` (the one definition of ``min(S_p, C / spi)``); the predicted time-to-reward
+from :mod:`actorq.plan.regime` (the one definition of ``min(S_p, C / spi)``); the predicted time-to-reward
 speed-up of a precision is its delivered rate over fp32's at the same split, environments and spi (reward per env
 step assumed not to depend on the actors' precision, which the report tests).
 
@@ -19,7 +19,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from actorq.report.regime import (
+from actorq.plan.regime import (
     ACTOR_BOUND,
     LEARNER_BOUND,
     delivered_rate,
@@ -375,3 +375,18 @@ __all__ = [
     "recommend",
     "spi_grid",
 ]
+
+
+def network_sizes(config: dict[str, Any]) -> dict[str, list[int]]:
+    """``{"policy_layers": [...], "critic_layers": [...], ...}``: every ``*_layers`` of a plain config (a run's
+    saved config, :func:`actorq.config.to_dict`) in its ``network`` section or its algorithm's: what sets the
+    learner's cost per sample besides the batch. Keyed without the section (a size that moved between sections
+    still compares)."""
+    sections = [config.get("network"), config.get(str(config.get("algorithm")))]
+    return {
+        key: [int(n) for n in value]
+        for section in sections
+        if isinstance(section, dict)
+        for key, value in section.items()
+        if key.endswith("_layers") and isinstance(value, (list, tuple))
+    }

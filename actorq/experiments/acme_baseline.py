@@ -1,9 +1,9 @@
-"""``actorq bench acme-baseline``: Acme 0.4's own distributed D4PG beside ActorQ at fp32 and int8, time to reward.
+"""``actorq acme-baseline``: Acme 0.4's own distributed D4PG beside ActorQ at fp32 and int8, time to reward.
 
 The baseline is ``acme.agents.tf.d4pg.DistributedD4PG`` under launchpad LOCAL_MULTI_PROCESSING (fp32 TensorFlow
 actors pulling variables from the learner over courier every 1000 actor steps) with this config's networks
 (policy_layers, critic_layers, atoms), replay (min/max size, samples per insert, n-step, discount), batch,
-learning rates and actor count, on the same machine (:mod:`actorq.bench.acme_program`). Differences kept on
+learning rates and actor count, on the same machine (:mod:`actorq.experiments.acme_program`). Differences kept on
 purpose, because they are Acme's: one exploration sigma for all actors (the mean of ActorQ's per-actor sigmas)
 and Acme's variable-client update period. Checkpointing is off in both systems for this comparison.
 
@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from actorq.bench.acme_program import LABEL
 from actorq.config import ConfigError, load_config, replace, save_config
 from actorq.errors import ExitCode
 from actorq.experiments import orchestration
+from actorq.experiments.acme_program import LABEL
 
 QUICK_OVERRIDES = [
     "network.policy_layers=[256,256]",
@@ -93,7 +93,7 @@ def _main(args: argparse.Namespace) -> int:
                 cmd = [
                     sys.executable,
                     "-m",
-                    "actorq.bench.acme_program",
+                    "actorq.experiments.acme_program",
                     str(cfg_path),
                     "--run-dir",
                     str(run_dir),
@@ -117,7 +117,7 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``acme-baseline`` on the ``actorq bench`` subparsers."""
+    """Register ``acme-baseline`` on the top-level ``actorq`` subparsers."""
     parser = subparsers.add_parser(
         "acme-baseline",
         help="Acme's distributed D4PG vs ActorQ fp32/int8: time to the same reward",

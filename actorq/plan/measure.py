@@ -1,15 +1,15 @@
 """``actorq plan``'s measurements: kernels verified, then learner and actors timed beside each other per split.
 
-For each split of the cores (:func:`actorq.bench.plan_model.make_splits`) this process pins itself to the
+For each split of the cores (:func:`actorq.plan.model.make_splits`) this process pins itself to the
 learner's cores, starts a Reverb server there (pre-filled with real transitions, no rate limiter), the learner
-bench's worker (:func:`actorq.bench.learner_worker.start_worker`; it inherits the learner's cores before TensorFlow
-sizes its thread pools) and the actor bench's :class:`~actorq.bench.actors_worker.WorkerPool` (its server also on
+bench's worker (:func:`actorq.measure.learner_worker.start_worker`; it inherits the learner's cores before TensorFlow
+sizes its thread pools) and the actor bench's :class:`~actorq.measure.actors_worker.WorkerPool` (its server also on
 the learner's cores, as a run's replay; its workers, one torch thread each, then moved to the actors' cores). Each
 block then runs the actors (one precision, one number of environments per actor) and the learner at once: the
 actors' env steps/s are measured while the learner steps on its cores, and the learner's samples/s while the actors
 step on theirs (on a 2-core box a learner on the other core made the actors' inference 2.4-3.1x slower than alone,
 issue 34). Blocks interleave precisions in a rotating order, as the other benches do. After them the evaluator's
-and the quantizer's work is timed on the learner's cores beside the actors (:mod:`actorq.bench.plan_side`): in a run
+and the quantizer's work is timed on the learner's cores beside the actors (:mod:`actorq.plan.side_loads`): in a run
 they share the learner's cores, and the learner's capacity is taken beside them.
 
 With a learner rate given (``--learner-steps-per-s``) no learner runs: the actors are timed alone, one per core.
@@ -31,15 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.actors_worker import Variant, WorkerPool, reference_state
-from actorq.bench.actors_worker import bench_config as actor_bench_config
-from actorq.bench.common import interleave
-from actorq.bench.learner import START_TIMEOUT_S, prefill
-from actorq.bench.learner_variants import bench_config as learner_bench_config
-from actorq.bench.learner_worker import STOP_TIMEOUT_S, start_worker
-from actorq.bench.plan_model import Measurement, Split
-from actorq.bench.plan_side import SideLoadBench, SideLoads
 from actorq.config import ExperimentConfig, save_config
+from actorq.measure.actors_worker import Variant, WorkerPool, reference_state
+from actorq.measure.actors_worker import bench_config as actor_bench_config
+from actorq.measure.common import interleave
+from actorq.measure.learner_variants import bench_config as learner_bench_config
+from actorq.measure.learner_worker import START_TIMEOUT_S, STOP_TIMEOUT_S, prefill, start_worker
+from actorq.plan.model import Measurement, Split
+from actorq.plan.side_loads import SideLoadBench, SideLoads
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""``actorq bench ablation``: quantizing communication vs computation (the paper's Fig. 4a/4b) and pull frequency.
+"""``actorq ablation``: quantizing communication vs computation (the paper's Fig. 4a/4b) and pull frequency.
 
 Grid: actor precision q in {32, 8} (fp32 / int8) x wire bits q_c in {32, 8} x update period K in a
 communication-heavy (default 30) and a computation-heavy (default 1000) setting. Speedups are relative to
@@ -20,9 +20,9 @@ from typing import Any
 
 from actorq.bench.actors import add_common_arguments, common_meta, run_bench
 from actorq.bench.actors_summary import format_table, summarize
-from actorq.bench.actors_worker import Variant
-from actorq.bench.common import blocks_document, parse_list, write_json
 from actorq.config import AUTO_COMM_BITS, PRECISIONS, ConfigError, load_config
+from actorq.measure.actors_worker import Variant
+from actorq.measure.common import blocks_document, parse_list, write_json
 
 GRID_PRECISIONS = ("fp32", "int8")
 GRID_BITS = (32, 8)
@@ -112,7 +112,7 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``ablation`` on the ``actorq bench`` subparsers."""
+    """Register ``ablation`` on the top-level ``actorq`` subparsers."""
     parser = subparsers.add_parser(
         "ablation",
         help="quantized communication vs computation at two pull periods, and a pull-period sweep",
