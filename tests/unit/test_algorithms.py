@@ -158,7 +158,9 @@ def test_an_algorithms_section_is_its_own_and_checked_only_by_it(stub):
     assert config_from_dict(to_dict(config)) == config
     assert to_dict(config)["softmax_dqn"]["temperature_max"] == 0.5 and "settings" not in to_dict(config)
     # Another algorithm's section is an error naming whose it is, not silently ignored.
-    with pytest.raises(ConfigError, match="section d4pg: holds d4pg's settings, but the algorithm is softmax_dqn"):
+    with pytest.raises(
+        ConfigError, match="section d4pg: holds d4pg's settings, but the algorithm is softmax_dqn"
+    ):
         config_from_dict({**softmax_dqn.CONFIG, "d4pg": {"critic_lr": 1e-3}})
 
 

@@ -170,7 +170,10 @@ def test_the_stubs_still_reach_the_real_checks(cwd, resumable):
         ([*role, "--run-dir", "r", "--weights-key-file", "nokey"], "weights key file nokey does not exist"),
         ([*role, "--run-dir", "r", "--weights-key-file", CONFIGS[0]], "holds 64 hex digits"),
         ([*role, "--run-dir", "r", "--weights-key-file", key, "--insecure-weights"], "contradict"),
-        (["train", CONFIGS[0], "learner.batchsize=3"], "unknown config key learner.batchsize (did you mean learner.batch_size?)"),
+        (
+            ["train", CONFIGS[0], "learner.batchsize=3"],
+            "unknown config key learner.batchsize (did you mean learner.batch_size?)",
+        ),
         (["train", CONFIGS[0], "--precision", "int4"], "invalid choice: 'int4'"),
         (["train", CONFIGS[0], "env.task=nope"], "unknown gym task 'nope'"),
         (["train", "--resume", "/nonexistent/run"], "no config.yaml there"),
