@@ -106,6 +106,7 @@ class _Wandb(_Backend):
     def finish(self, summary: Mapping[str, Any]) -> None:
         self._run.summary.update({f"summary/{k}": v for k, v in flatten(summary).items()})
         self._run.finish()
+        self._wandb.teardown()  # ends wandb's service process: nothing of the tracker outlives the run
 
 
 class _Mlflow(_Backend):
