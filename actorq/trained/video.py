@@ -35,7 +35,7 @@ def check_video_path(path: str | Path) -> Path:
     except ImportError:
         raise VideoError(
             "--video needs imageio-ffmpeg (and pygame for gymnasium's classic-control tasks): "
-            "pip install 'actorq[video]'"
+            "pip install -c requirements.lock '.[video]'"
         ) from None
     return path
 

@@ -58,12 +58,15 @@ def test_evaluate_reports_returns_intervals_and_agreement(runs, algorithm):
     assert "IQM" in describe(result) and "int8 vs fp32" in describe(result)
 
 
-def test_fp32_is_compared_with_int8(runs):
+@pytest.mark.parametrize("asked", ["fp32", "auto"])
+def test_fp32_is_compared_with_int8_and_auto_resolves_to_a_precision(runs, asked):
     from actorq.trained.evaluate import evaluate
     from actorq.trained.weights import load_weights
 
-    result = evaluate(load_weights(runs["dqn"][0]), "fp32", episodes=2, seed=5)
-    assert (result["precision"], result["compared_with"]) == ("fp32", "int8")
+    result = evaluate(load_weights(runs["dqn"][0]), asked, episodes=2, seed=5)
+    assert result["precision"] in ("fp32", "fp16", "int8")
+    assert result["compared_with"] == ("int8" if result["precision"] == "fp32" else "fp32")
+    assert result["kernel"].startswith(result["precision"] + "/")
 
 
 def test_json_to_stdout_and_the_gym_video(runs, tmp_path, capsys):
