@@ -78,6 +78,7 @@ def test_json_to_stdout_and_the_gym_video(runs, tmp_path, capsys):
     assert decoded_frames(video) == result["video"]["frames"]
 
 
+@pytest.mark.subprocess
 def test_the_dm_control_video_renders_headless(runs, tmp_path):
     """A fresh process (dm_control picks its GL backend when it loads): MuJoCo's EGL without a display."""
     video = tmp_path / "dmc.mp4"
