@@ -62,6 +62,14 @@ EXIT_CODES = {
 """The process exit status for each stop reason."""
 
 
+def next_steps(run_dir: Path) -> str:
+    """What a user can do with a finished run (printed under its summary)."""
+    return (
+        f"next: actorq evaluate {run_dir} --video {run_dir}/episode.mp4  |  actorq export {run_dir} --format onnx "
+        f"--out {run_dir}/policy.onnx  |  tensorboard --logdir {run_dir}"
+    )
+
+
 def run_context(
     config: ExperimentConfig,
     run_dir: str | Path,
@@ -298,7 +306,9 @@ class Supervisor:
             self.tracker.finish(summary)
         if not self.run_ctx.quiet:
             path = self.run_ctx.run_dir / "summary.json"
-            sys.stdout.write(f"{self.monitor.progress()}\n\n{human_summary(summary, path)}\n")
+            sys.stdout.write(
+                f"{self.monitor.progress()}\n\n{human_summary(summary, path)}\n{next_steps(path.parent)}\n"
+            )
         if self.failure:
             log.error("run failed: %s", self.failure)
         return EXIT_CODES.get(summary["exit"], 1)
