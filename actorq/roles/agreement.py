@@ -76,6 +76,6 @@ class ActionAgreement:
 
     def row(self) -> dict[str, float | None]:
         """The evaluation's metrics columns: the agreement (or action error) and how many states it is over (None
-        before any state: the keys are always there, since the first row fixes the metrics header)."""
+        before any state: the keys are always there, so the metrics header has them from the first row)."""
         name = "quantized_agreement" if self._algorithm.discrete else "quantized_action_error"
         return {name: self._total / self.states if self.states else None, "agreement_states": self.states}

@@ -228,7 +228,7 @@ class EvaluatorRole(RoleBase):
 
     def _evaluate_quantized(self) -> dict[str, float | None]:
         """The broadcast quantized policy's greedy return; None values when there is none to evaluate (the keys
-        are always there: the metrics header is fixed by the first row, which may come before any broadcast)."""
+        are always there, so the metrics header has them from the first row, which may come before any broadcast)."""
         none: dict[str, float | None] = {"quantized_return": None, "quantized_learner_step": None}
         # Replay restarting: skip the quantized half of this evaluation (no back-off: the fp32 half is done).
         answered, buf = self._outage.attempt(self._policy_sub.latest, wait=False)
