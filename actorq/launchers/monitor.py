@@ -250,15 +250,17 @@ class RunMonitor:
         return "\n".join(lines)
 
     def progress_table(self):
-        """The same view as a ``rich`` table (the live view on a terminal)."""
+        """The same view for ``rich`` (the live view on a terminal): the header line, then a table of the roles."""
+        from rich.console import Group
         from rich.table import Table
+        from rich.text import Text
 
-        table = Table(title=self._header(), title_justify="left", box=None, pad_edge=False)
+        table = Table(box=None, pad_edge=False)
         for column in ("role", "progress", "rate", ""):
             table.add_column(column)
         for row in self.progress_rows():
             table.add_row(*row)
-        return table
+        return Group(Text(self._header()), table)
 
     # -- the summary ---------------------------------------------------------------------------------------
     def summary(self, exit_reason: str, wall_seconds: float | None = None, extra: dict | None = None) -> dict:
