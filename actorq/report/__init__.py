@@ -4,6 +4,7 @@
 Modules, from the bottom up (each imports only modules above it in this list; no circles):
 
 * ``multitest``: Holm's correction of a family of p-values;
+* ``preregistration``: a preregistered grid file's frozen design (its ``preregistration`` block) and its sha256;
 * ``stats``: pure statistics on numbers (smoothing, thresholds, time to threshold after the first learner
   update, the untrained score, medians over seeds, curve bands, projections);
 * ``bootstrap``: the interval type, the speed-up's bootstrap interval (censored times, paired by seed), and the
@@ -28,6 +29,8 @@ Modules, from the bottom up (each imports only modules above it in this list; no
 * ``analysis``: runs grouped per task and label into tables (threshold, times, speed-ups, regimes);
 * ``comparisons``: every speed-up the report reads (same setting; best against best with the choice inside the
   bootstrap) with its Kaplan-Meier medians, ratio of medians, RMST and AFT ratios and log-rank p;
+* ``replication``: ``actorq report --preregistered``: a preregistered claim judged by its frozen criterion, counting
+  only the runs made from the frozen file;
 * ``markdown``, ``comparisons_md``, ``grid_md``, ``projection_md``, ``behaviour_md``, ``versions_md``: the report's text and tables
   (``behaviour_md``: how often quantized actors act otherwise than fp32, from ``evaluator.evaluate_quantized`` runs;
   ``comparisons_md``: the finite ratios' table, its unbounded count and simulated coverage;

@@ -19,7 +19,7 @@ from typing import Any
 
 from actorq.report import behaviour_md as bmd
 from actorq.report import comparisons_md as cmd
-from actorq.report import coverage, intervals, machines, paper, render, stats
+from actorq.report import coverage, intervals, machines, paper, render, replication, stats
 from actorq.report import grid_md as gmd
 from actorq.report import markdown as md
 from actorq.report import projection_md as pmd
@@ -273,11 +273,13 @@ def build_report(
     statistic: str = "mean",
     plans: list[str] | None = None,
     coverage_sims: int | None = None,
+    preregistered: str | None = None,
 ) -> Path:
     """Write ``out/report.md`` (+ figures, ``report.json``); returns the markdown path.
 
     ``coverage_sims``: simulations per true ratio of each comparison's coverage (0: none; None:
-    :data:`actorq.report.coverage.EFFECT_SIMS`).
+    :data:`actorq.report.coverage.EFFECT_SIMS`). ``preregistered``: a preregistered grid file, whose claim the
+    report then judges by its frozen criterion (:mod:`actorq.report.replication`).
 
     ``plans``: ``actorq plan --json`` files whose C (and S_p) the regime model uses for the runs they describe.
 
@@ -314,6 +316,8 @@ def build_report(
                 f"they ran; each run stopped when the mean of {stats.DEFAULT_WINDOW} evaluations after the learner's "
                 "first update reached it (its section names the threshold).\n"
             ]
+    if preregistered:
+        s += replication.section(preregistered, runs)
     for t in tables:
         s += _task_section(t, out, coverage_sims)
     for path in bench or []:
@@ -341,7 +345,7 @@ def _main(args: argparse.Namespace) -> int:
         return 2
     path = build_report(
         args.dirs, args.out, args.bench, args.window, args.fraction, args.statistic, args.plan,
-        args.coverage_sims,
+        args.coverage_sims, args.preregistered,
     )  # fmt: skip
     sys.stdout.write(f"report: {path}\n")
     return 0
@@ -406,5 +410,11 @@ def add_subcommands(subparsers: Any) -> None:
         metavar="N",
         help="simulations per true speed-up (1, 2, 3x) of each comparison's interval coverage at its own censoring "
         f"(default {coverage.EFFECT_SIMS}, ~5 s per comparison; 0: none)",
+    )
+    parser.add_argument(
+        "--preregistered",
+        metavar="GRID_FILE",
+        help="a preregistered grid file (its `preregistration` block): the report judges its claim by the frozen "
+        "criterion, counting only runs whose records name the file's sha256",
     )
     parser.set_defaults(func=_main)
