@@ -35,6 +35,8 @@ help:
 	@echo "                ~16 h) and issue 34's actor-bound one (reproduce-cpu-actorbound: learner and actor on their own"
 	@echo "                cores, spi 0.25, ~57.5 h; ACTORBOUND_EXPERIMENTS=NAMES runs only some of its cells);"
 	@echo "                REPRODUCE_SUBSET=1 or reproduce-cpu-subset: the actor-bound subset (~86 min)"
+	@echo "make device-check  torch-only check of a GPU box (actor forwards x N processes, fp32/int8/fp16; DQN and D4PG"
+	@echo "                update twins on the GPU) into DEVICE_CHECK_OUT; the CPU part alone without a GPU"
 	@echo "make replicate-acrobot-int8  issue 91's preregistered replication of the int8 Acrobot 1-env speed-up (fp32"
 	@echo "                and int8 x 10 seeds, ~12-13 h on a 2-core Zen 3, alone on the machine), resumable; its report"
 	@echo "                says replicated or not by the criterion frozen in its grid file"
@@ -275,6 +277,17 @@ reproduce-cpu-actorbound: $(STAMP)
 	exit $$status
 reproduce-cpu-subset:
 	$(MAKE) reproduce-cpu-actorbound REPRODUCE_SUBSET=1
+
+# Issue 91: what a GPU box does for ActorQ, with torch alone (a lent device machine has Python 3.12 and torch, no
+# TensorFlow and no registry): N actor processes (1, 2, 4, ... cores-1) timing forwards of the 3x2048 MLP and the
+# Nature-CNN at fp32/int8/fp16, batch 1 and 8, each checked against fp32; and on a GPU, torch twins of the DQN and
+# D4PG updates (learner steps/s for `actorq plan --learner-steps-per-s`). One JSON naming the machine; without a GPU
+# the CPU part only (exit 0). No venv needed: it runs with whatever python has torch ($(DEVICE_PYTHON)).
+DEVICE_CHECK_OUT ?= runs/device-check/device-check.json
+DEVICE_PYTHON ?= $(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,python3)
+DEVICE_CHECK_ARGS ?=
+device-check:
+	$(DEVICE_PYTHON) actorq/bench/device_check.py --out $(DEVICE_CHECK_OUT) $(DEVICE_CHECK_ARGS)
 
 # Issue 91: the preregistered replication of the one speed-up claim (int8 actors reach Acrobot-v1's -95 sooner than
 # fp32 at 1 env per actor), frozen in $(REPLICATION_GRID) before its first run: the grid runs it whole (no budget
