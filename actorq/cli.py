@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optional(bench, bench_sub, "actorq.bench.comm", "add_parser")
     _add_optional(bench, bench_sub, "actorq.bench.ablation", "add_parser")
     _add_optional(bench, bench_sub, "actorq.bench.acme_baseline", "add_parser")
+    _add_optional(bench, bench_sub, "actorq.bench.actor_probe", "add_parser")
     _add_optional(bench, bench_sub, "actorq.studies.cli", "add_bench_parser")
     _add_optional(parser, sub, "actorq.studies.cli", "add_subcommands")
     _add_optional(parser, sub, "actorq.report.cli", "add_subcommands")
