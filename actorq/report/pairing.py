@@ -1,7 +1,7 @@
 """When two labels' runs pair seed by seed: only inside one cell.
 
 A seed's runs are pairs when they are of one seed, one sweep cell and one experiment, made back to back on one
-machine: the grid runs a cell's precisions for a seed one after another (:func:`actorq.launchers.orchestration.
+machine: the grid runs a cell's precisions for a seed one after another (:func:`actorq.experiments.orchestration.
 plan_runs`), so a slow machine state slows both, and resampling seeds as pairs removes that shared noise from the
 ratio. Runs of two cells share only their seed number: a grid runs its cells days apart, perhaps on another instance
 of the machine, so pairing them would count unrelated noise as shared (and narrow or shift the interval for no

@@ -1,6 +1,6 @@
 """A preregistered grid's frozen design: the ``preregistration`` block of a grid file (the claim, threshold, evaluator
 rule, stopping rule, budget, seeds, run order seed, statistic and criterion), read by the runner that holds runs to it
-(:mod:`actorq.launchers.prereg`) and by the report that judges the claim by it (:mod:`actorq.report.replication`).
+(:mod:`actorq.experiments.prereg`) and by the report that judges the claim by it (:mod:`actorq.report.replication`).
 A run belongs to the frozen file when its record names the file's sha256 (:func:`made_from`).
 """
 

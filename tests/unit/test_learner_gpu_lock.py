@@ -1,5 +1,6 @@
-"""The GPU learner's lock (docker/requirements.learner-gpu.lock): requirements.lock's pins with tensorflow==2.8.4 in
-place of tensorflow-cpu, no torch, the CUDA 11 / cuDNN 8 wheels TF 2.8 loads; and it resolves from the registry."""
+"""The GPU learner's lock (docker/requirements.learner-gpu.lock, written by `make lock`): requirements-runtime.lock's
+pins with tensorflow in place of tensorflow-cpu, no torch, the CUDA 11 / cuDNN 8 wheels TF 2.8 loads; and it resolves
+from the registry."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_LOCK = ROOT / "docker" / "requirements.learner-gpu.lock"
-CPU_LOCK = ROOT / "requirements.lock"
-LEFT_OUT = re.compile(r"^(torch|triton|stable[-_]baselines3|sb3-contrib|nvidia-.*-cu12)$")
-"""requirements.lock's pins the GPU lock leaves out: torch and what needs it (the learner never imports torch)."""
+CPU_LOCK = ROOT / "requirements-runtime.lock"
+LEFT_OUT = re.compile(r"^(torch|triton|nvidia-.*-cu12)$")
+"""The runtime's pins the GPU lock leaves out: torch and what comes with it (the learner never imports torch)."""
 
 
 def _pins(path: Path) -> dict[str, str]:
