@@ -20,7 +20,7 @@ from typing import Any
 from actorq.errors import UsageError
 from actorq.report import behaviour_md as bmd
 from actorq.report import comparisons_md as cmd
-from actorq.report import coverage, intervals, machines, paper, render, replication, stats
+from actorq.report import coverage, intervals, machines, model_check, paper, render, replication, stats
 from actorq.report import grid_md as gmd
 from actorq.report import markdown as md
 from actorq.report import projection_md as pmd
@@ -39,7 +39,7 @@ def _img(path: Path | None, out: Path, alt: str) -> str:
     return f"![{alt}]({path.relative_to(out)})\n" if path else ""
 
 
-def _task_section(t: TaskTable, out: Path, coverage_sims: int) -> list[str]:
+def _task_section(t: TaskTable, out: Path, coverage_sims: int, plans: tuple = ()) -> list[str]:
     s = [f"## {t.task}\n"]
     if t.fixed_threshold:
         s.append(
@@ -122,6 +122,7 @@ def _task_section(t: TaskTable, out: Path, coverage_sims: int) -> list[str]:
         pmd.REGIME_MODEL,
         "",
     ]
+    s += model_check.section(t, plans)
     s += ["### Projection: time to reward with a k-times faster learner (model, not measured)\n"]
     s += [pmd.projection_table(t), "", pmd.PROJECTION_MODEL, ""]
     budget = pmd.budget_steps(t)
@@ -320,7 +321,7 @@ def build_report(
     if preregistered:
         s += replication.section(preregistered, runs)
     for t in tables:
-        s += _task_section(t, out, coverage_sims)
+        s += _task_section(t, out, coverage_sims, loaded)
     for path in bench or []:
         try:
             s += _bench_section(Path(path), out)
