@@ -29,8 +29,6 @@ Modules, from the bottom up (each imports only modules above it in this list; no
 * ``analysis``: runs grouped per task and label into tables (threshold, times, speed-ups, regimes);
 * ``comparisons``: every speed-up the report reads (same setting; best against best with the choice inside the
   bootstrap) with its Kaplan-Meier medians, ratio of medians, RMST and AFT ratios and log-rank p;
-* ``model_check``: the regime model checked run by run (predicted env steps/s, as planned and at each run's memory
-  bandwidth, against delivered);
 * ``replication``: ``actorq report --preregistered``: a preregistered claim judged by its frozen criterion, counting
   only the runs made from the frozen file;
 * ``markdown``, ``comparisons_md``, ``grid_md``, ``projection_md``, ``behaviour_md``, ``versions_md``: the report's text and tables
@@ -38,6 +36,8 @@ Modules, from the bottom up (each imports only modules above it in this list; no
   ``comparisons_md``: the finite ratios' table, its unbounded count and simulated coverage;
   ``versions_md``: how many weight versions the threshold's evaluations scored, and the caveat when precisions
   differ);
+* ``model_check``: the regime model checked run by run (predicted env steps/s, as planned and at each run's memory
+  bandwidth, against delivered);
 * ``machines``: where a task's runs ran, one line per machine, and the caveat when they come from several;
 * ``render``: the figures;
 * ``cli``: ``actorq report``.
