@@ -5,8 +5,8 @@ A plan times the actors on one day; a cloud VM's memory bandwidth changes betwee
 12-21 GB/s over its Acrobot runs), and a policy whose weights exceed the L3 (fp32 3x2048: 32.1 MiB) reads them from
 memory on every batch-1 forward, so its forwards follow the bandwidth (fp32's forward time against the run's DRAM
 bandwidth, Zen 3 1-env runs: r = -0.82). At the run's bandwidth the plan's actor step is its measured step with the
-forward's part scaled by ``plan bandwidth / run bandwidth`` where the precision's weights exceed the L3
-(:func:`supply_at`), and the prediction is ``min(S_p, C / spi)`` as the regime model's. The ratio delivered /
+part of the forwards that reads the weights from memory (weights / envs per actor / the plan's bandwidth) scaled by
+``plan bandwidth / run bandwidth`` where the precision's weights exceed the L3 (:func:`supply_at`), and the prediction is ``min(S_p, C / spi)`` as the regime model's. The ratio delivered /
 predicted per run, its median and range per cell, is how far the model is off, not whether a wide speed-up interval
 happens to hold the prediction.
 """
@@ -38,22 +38,31 @@ class Check:
     observed_regime: str
 
 
-def streamed(m: RunMetrics) -> bool:
-    """Whether the run's actor weights exceed its L3 (each batch-1 forward then reads them from memory)."""
+def streamed_bytes(m: RunMetrics) -> float | None:
+    """The bytes each forward of the run's actor reads from memory: its weights where they exceed its L3 (each
+    forward then streams them), else None."""
     h = m.run.summary.get("hardware") or {}
     fp32_bytes, l3 = h.get("weights_read_bytes"), h.get("l3_bytes")
     bits = BITS.get(m.run.precision)
-    return bool(fp32_bytes and l3 and bits and fp32_bytes * bits / 32 > l3)
+    if not (fp32_bytes and l3 and bits):
+        return None
+    size = fp32_bytes * bits / 32
+    return size if size > l3 else None
 
 
-def supply_at(cell: PlanCell, plan_gbs: float | None, run_gbs: float | None, stream: bool) -> float | None:
-    """The cell's S_p at ``run_gbs``: its step with the forwards' part scaled by ``plan_gbs / run_gbs`` when the
-    weights are streamed from memory; the plan's S_p when not streamed; None without the figures to scale."""
-    if not stream:
+def supply_at(
+    cell: PlanCell, plan_gbs: float | None, run_gbs: float | None, weight_bytes: float | None
+) -> float | None:
+    """The cell's S_p at ``run_gbs``: of its forwards' time per env step, the part that reads the weights from memory
+    (``weight_bytes`` per forward over ``envs_per_actor`` env steps at ``plan_gbs``, at most the forwards' time) is
+    scaled by ``plan_gbs / run_gbs``; the plan's S_p where nothing is streamed (``weight_bytes`` None: the weights fit
+    in the L3); None without the figures to scale."""
+    if weight_bytes is None:
         return cell.supply
     if not (plan_gbs and run_gbs and cell.inference_ms and cell.step_ms):
         return None
-    step = cell.step_ms - cell.inference_ms + cell.inference_ms * plan_gbs / run_gbs
+    memory_ms = min(cell.inference_ms, weight_bytes / cell.envs_per_actor / (plan_gbs * 1e9) * 1e3)
+    step = cell.step_ms + memory_ms * (plan_gbs / run_gbs - 1)
     return cell.supply * cell.step_ms / step
 
 
@@ -72,7 +81,7 @@ def checks(t: TaskTable, plan: Plan) -> list[Check]:
                 continue
             cell = cells[0]
             run_gbs = (m.run.summary.get("hardware") or {}).get("dram_read_gbs")
-            scaled = supply_at(cell, plan.machine.get("dram_read_gbs"), run_gbs, streamed(m))
+            scaled = supply_at(cell, plan.machine.get("dram_read_gbs"), run_gbs, streamed_bytes(m))
             limit = statistics.median(c.capacity for c in cells) / spi
             out.append(Check(
                 label, m.seed, float(m.actor_rate), min(cell.supply, limit),
@@ -111,8 +120,9 @@ def section(t: TaskTable, plans: tuple[Plan, ...]) -> list[str]:
     note = (
         f"Delivered: each run's env steps/s over its acting time; predicted: `min(S_p, C / spi)` from {plan.path} "
         f"(its DRAM read bandwidth {fmt(gbs, 1) + ' GB/s' if gbs else 'not recorded'}), as planned and with S_p at "
-        "each run's own bandwidth (the forwards' share of the actor's step scaled by plan / run bandwidth where the "
-        "precision's weights exceed the L3: `actorq.report.model_check`). Ratio: delivered / predicted, median "
+        "each run's own bandwidth (the part of the forwards' time that reads the weights from memory, weights / envs per "
+        "actor / the plan's bandwidth, scaled by plan / run bandwidth where the precision's weights exceed the L3: "
+        "`actorq.report.model_check`). Ratio: delivered / predicted, median "
         "[range] over runs; 1 is the model exact. Regime: the predicted label (actor-bound where S_p < C / spi) "
         "against the one measured from the rate limiter, in how many runs they agree."
     )

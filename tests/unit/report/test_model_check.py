@@ -15,11 +15,16 @@ def _cell(**kw) -> PlanCell:
     return PlanCell(**{**base, **kw})
 
 
-def test_streamed_weights_scale_the_forwards_share_of_the_step_with_the_bandwidth():
+def test_the_part_of_the_forward_that_reads_the_weights_scales_with_the_bandwidth():
     cell = _cell()
-    # Half the bandwidth: the forward takes 3.0 ms instead of 1.5, the step 3.5 instead of 2.0.
-    assert supply_at(cell, 20.0, 10.0, stream=True) == pytest.approx(1000 / 3.5)
-    assert supply_at(cell, 20.0, 20.0, stream=True) == pytest.approx(500.0)
-    assert supply_at(cell, 20.0, 10.0, stream=False) == 500.0  # weights in the L3: the plan's S_p
-    assert supply_at(cell, None, 10.0, stream=True) is None  # the plan recorded no bandwidth
-    assert supply_at(_cell(inference_ms=None), 20.0, 10.0, stream=True) is None
+    # 20 MB at 20 GB/s: 1.0 ms of the 1.5-ms forward reads weights; at half the bandwidth 2.0 ms, the step 3.0 ms.
+    assert supply_at(cell, 20.0, 10.0, 20e6) == pytest.approx(1000 / 3.0)
+    assert supply_at(cell, 20.0, 20.0, 20e6) == pytest.approx(500.0)
+    # More bytes than the forward's time can hold: all of the forward's 1.5 ms counts as memory time.
+    assert supply_at(cell, 20.0, 10.0, 80e6) == pytest.approx(1000 / 3.5)
+    # At 8 envs per actor one forward serves 8 env steps: an eighth of the memory time per env step.
+    eight = _cell(envs_per_actor=8, supply=2000.0, inference_ms=0.3, step_ms=0.5)
+    assert supply_at(eight, 20.0, 10.0, 20e6) == pytest.approx(2000.0 * 0.5 / 0.625)
+    assert supply_at(cell, 20.0, 10.0, None) == 500.0  # weights in the L3: the plan's S_p
+    assert supply_at(cell, None, 10.0, 20e6) is None  # the plan recorded no bandwidth
+    assert supply_at(_cell(inference_ms=None), 20.0, 10.0, 20e6) is None
