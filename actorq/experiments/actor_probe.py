@@ -89,9 +89,11 @@ def probe_run(record: RunData, minutes: float, out: Path) -> dict[str, Any]:
     int8-vs-fp32 action agreement at the actor's batch; returns its figures."""
     config = dict(record.config)
     envs = int(config["actor"]["envs_per_actor"])
-    config["actor"] = {**config["actor"], "kernel": record.summary.get("kernel") or "auto"}
+    kernel = str(record.summary.get("kernel") or "auto").split("/", 1)[-1]  # "int8/ort-s8r" -> "ort-s8r"
+    config["actor"] = {**config["actor"], "kernel": kernel}
     config["evaluator"] = {**config["evaluator"], "evaluate_quantized": True, "episodes": envs}
     config.pop("target_return", None)  # probe for the whole budget
+    out.mkdir(parents=True, exist_ok=True)
     path = out / "probe-config.yaml"
     path.write_text(yaml.safe_dump(config))
     run_dir = out / "probe-run"
