@@ -13,16 +13,17 @@ import tensorflow as tf
 from dm_env import specs as dm_specs
 
 
+@snt.allow_empty_variables  # Acme's learners list every network's variables
 class FlatObservation(snt.Module):
     """Observations as an MLP takes them: cast to float32 and flattened to ``[B, obs_dim]`` (frames travel as uint8
     through replay; the actors' torch policy casts and flattens them the same way). Has no variables."""
 
     def __init__(self, name: str = "flat_observation"):
         super().__init__(name=name)
-        self._flatten = snt.Flatten()
+        self._reshape = snt.Flatten()
 
     def __call__(self, observation: tf.Tensor) -> tf.Tensor:
-        return self._flatten(tf.cast(observation, tf.float32))
+        return self._reshape(tf.cast(observation, tf.float32))
 
 
 def needs_flattening(observation_spec) -> bool:
