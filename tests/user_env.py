@@ -18,6 +18,9 @@ from gymnasium import spaces
 
 ENV_ID = "Corridor-v0"
 
+OVERRIDES = {"env.task": "tests.user_env:Corridor", "env.make_kwargs": {"length": 5, "max_steps": 25}}
+"""Config overrides that make a DQN test config train :class:`Corridor` by its import path (with make_kwargs)."""
+
 
 class Corridor(gymnasium.Env):
     """Walk right to the end of the corridor: actions 0 (left) and 1 (right)."""
@@ -89,3 +92,12 @@ class Frames(gymnasium.Env):
         self._xy = np.clip(self._xy + np.asarray(action, np.float64), 0, 5)
         reward = -float(np.abs(self._xy - 2.5).sum())
         return self._obs(), reward, False, self._steps >= self.max_steps, {}
+
+
+PLUGIN_ID = "PluginCorridor-v0"
+"""The id :func:`register_plugin_ids` registers (as an installed plugin's ``actorq.envs`` entry point would)."""
+
+
+def register_plugin_ids() -> None:
+    """An ``actorq.envs`` entry point: registers :data:`PLUGIN_ID` (a corridor of 8 cells)."""
+    gymnasium.register(PLUGIN_ID, entry_point=Corridor, kwargs={"length": 8})

@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -28,7 +29,19 @@ CONFIGS = [
 def test_shipped_configs_load(path):
     config = load_config(path)
     assert config.paper, f"{path} should say what the paper used"
-    assert path.name.startswith(("dmc_", "gym_")) and path.parent.name == config.algorithm
+    # configs/<algo>/<suite or game family>_<task>.yaml
+    assert (
+        path.name.startswith(("dmc_", "gym_", "atari_", "minatar_")) and path.parent.name == config.algorithm
+    )
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_shipped_configs_tasks_are_made_and_their_spaces_fit_their_algorithm(path):
+    from actorq.envs import check_task
+
+    spec = check_task(load_config(path))
+    frames = path.name.startswith(("atari_", "minatar_"))
+    assert (spec.obs_dtype == np.uint8) == frames and (len(spec.obs_shape) == 3) == frames
 
 
 def test_unknown_key_is_an_error_naming_valid_keys():
