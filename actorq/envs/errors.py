@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from actorq.errors import UsageError
 
-class UnknownTaskError(ValueError):
+
+class UnknownTaskError(UsageError):
     """The task cannot be run: not registered, not importable, an unknown wrapper, or a space no algorithm (or not
     the config's algorithm) takes; the message says why and what would work."""
 

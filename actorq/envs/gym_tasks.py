@@ -76,7 +76,9 @@ def register_plugins(namespace: str | None = None) -> list[str]:
         try:
             register()
         except ImportError as exc:
-            notes.append(f"{name}/ ids: {package} is not installed ({exc})")
+            notes.append(
+                f"{name}/ ids need {package}, which did not import ({exc}): pip install 'actorq[atari]'"
+            )
     if namespace is None or namespace not in REGISTRARS:
         notes.extend(_entry_points())
     return notes
@@ -148,16 +150,18 @@ def resolve(task: str) -> GymTask:
                 f"{attribute!r} is not a Gymnasium id it registers"
             )
         return GymTask(task, None, target)
+    notes: list[str] = []
     if task not in gymnasium.registry:
         namespace = task.split("/", 1)[0] if "/" in task else None
-        register_plugins(namespace)
+        notes = register_plugins(namespace)
         if task not in gymnasium.registry and namespace in REGISTRARS:
-            register_plugins()
+            notes = register_plugins()
     if task not in gymnasium.registry:
         near = difflib.get_close_matches(task, list(gymnasium.registry), n=5, cutoff=0.6)
         raise UnknownTaskError(
             f"env.task={task!r} is not a registered Gymnasium id"
             + (f" (nearest: {', '.join(near)})" if near else "")
+            + "".join(f"; {note}" for note in notes)
             + "; `actorq tasks` lists the installed ones, and module:Class names your own environment"
         )
     return GymTask(task, task, None)

@@ -35,9 +35,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from actorq import algorithms
+from actorq.errors import ActorQError
 
 
-class MappingError(ValueError):
+class MappingError(ActorQError, ValueError):
     """The TF variables don't match the policy architecture: names missing or unexpected, or shapes differ."""
 
 

@@ -38,7 +38,7 @@ from actorq.replay import (
     wait_for_server,
 )
 from actorq.replay.retry import REPLAY_ERRORS, ReplayOutage
-from actorq.roles.common import RoleBase
+from actorq.roles.base import RoleBase
 from actorq.status import QuantizerStatus
 
 log = logging.getLogger(__name__)
