@@ -77,6 +77,7 @@ def _server_process(config_path) -> subprocess.Popen:
     )
 
 
+@pytest.mark.subprocess  # the replay server runs in its own process, whose memory is measured
 @pytest.mark.parametrize("task", sorted(REPLAY_BYTES_PER_TRANSITION))
 def test_replay_memory_per_transition_is_the_documented_figure(tmp_path, task):
     import reverb
