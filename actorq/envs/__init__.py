@@ -76,11 +76,6 @@ class EnvironmentSpec:
     action_space: str
     """The task's action space as its suite prints it (for messages)."""
 
-    @property
-    def flat_float(self) -> bool:
-        """Observations are flat float32 vectors (no cast or reshape before an MLP)."""
-        return len(self.obs_shape) == 1 and self.obs_dtype == np.float32
-
 
 def algorithms_taking(kind: str) -> list[str]:
     """The registered algorithms that learn ``kind`` (``discrete`` or ``continuous``) actions."""
