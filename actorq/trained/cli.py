@@ -18,7 +18,7 @@ FORMATS = ("onnx", "torchscript", "state-dict")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from actorq.envs import enable_rendering
+    from actorq.envs.render import enable_rendering
     from actorq.trained.video import check_video_path
     from actorq.trained.weights import open_run
 

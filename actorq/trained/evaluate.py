@@ -20,6 +20,7 @@ import numpy as np
 
 from actorq import algorithms
 from actorq.envs import make_environment
+from actorq.envs.render import render_config
 from actorq.roles.agreement import ActionAgreement
 from actorq.roles.policy import greedy_episodes
 from actorq.trained.returns import summarise
@@ -49,7 +50,11 @@ def evaluate(
         other, other_name = fp32_reference(weights, batch=episodes), "fp32"
     agreement = ActionAgreement(other, algorithm, policy.spec.action_low, policy.spec.action_high)
     envs = [
-        make_environment(config.env, seed=seed + j, render=video is not None and j == 0)
+        make_environment(
+            render_config(config.env) if video is not None and j == 0 else config.env,
+            seed=seed + j,
+            evaluation=True,
+        )
         for j in range(episodes)
     ]
     recorder = VideoRecorder(video, envs[0].frames_per_second) if video is not None else None

@@ -32,6 +32,7 @@ from actorq.actors.kernels.base import float16, float32, int8_codes, prefixes
 from actorq.actors.kernels.ort_kernels import OrtKernel
 from actorq.actors.kernels.torch_kernels import TorchKernel
 from actorq.actors.kernels.verify import reference_outputs
+from actorq.envs import environment_spec
 from actorq.errors import UsageError
 from actorq.quantize.codec import WeightMessage
 from actorq.trained.cli import FORMATS
@@ -43,6 +44,8 @@ EXPORT_PRECISIONS = ("fp32", "fp16", "int8")
 RECORD_NAME = "actorq"
 """The record's name: ONNX metadata key, ``actorq.json`` extra file, state-dict key."""
 RECORD_VERSION = 1
+STATE_DICT_KERNEL = "fp32/torch on the stored values"
+"""What computes a state dict's policy when it is checked: the fp32 network on its (dequantized) values."""
 PREFERRED = {"int8": ("int8/ort-s8r", "int8/ort-u8", "int8/fbgemm", "int8/x86")}
 """Kernels tried first, per precision: the portable ones (exact on AVX2 and AVX512-VNNI CPUs alike)."""
 
@@ -85,10 +88,17 @@ def verified_kernel(spec: PolicySpec, message: WeightMessage, family: type) -> t
     )
 
 
-def record(weights: TrainedWeights, spec: PolicySpec, message: WeightMessage, kernel: str) -> dict[str, Any]:
+def record(
+    weights: TrainedWeights,
+    spec: PolicySpec,
+    message: WeightMessage,
+    kernel: str,
+    observation: tuple[tuple[int, ...], str],
+) -> dict[str, Any]:
     """The JSON record every exported file carries (see the module docstring)."""
     config = weights.config
     algo = spec.algo
+    obs_shape, obs_dtype = observation
     quantized = {
         key: {"bits": t.bits, "axis": t.axis, "symmetric": t.zero_point is None or not np.any(t.zero_point)}
         for key, t in message.tensors.items()
@@ -102,7 +112,13 @@ def record(weights: TrainedWeights, spec: PolicySpec, message: WeightMessage, ke
         "task": {"suite": config.env.suite, "task": config.env.task},
         "checkpoint": weights.checkpoint,
         "learner_step": weights.learner_step,
-        "observation": {"name": "obs", "shape": [spec.obs_dim], "dtype": "float32", "batched": True},
+        "observation": {"shape": list(obs_shape), "dtype": obs_dtype},
+        "input": {
+            "name": "obs",
+            "shape": [None, spec.obs_dim],
+            "dtype": "float32",
+            "how": "a batch of observations, each cast to float32 and flattened (C order)",
+        },
         "output": {
             "name": "out",
             "shape": [spec.out_dim],
@@ -163,7 +179,18 @@ def export(weights: TrainedWeights, precision: str, fmt: str, out: str | Path) -
     x = probe_inputs(spec)
     learner_fp32 = reference(x)
     writers = {"onnx": _write_onnx, "torchscript": _write_torchscript, "state-dict": _write_state_dict}
-    meta, run = writers[fmt](weights, spec, message, out)
+    kernel, run = writers[fmt](weights, spec, message, out)
+    meta = record(
+        weights,
+        spec,
+        message,
+        kernel,
+        (reference.obs_shape, str(environment_spec(weights.config.env).obs_dtype)),
+    )
+    if fmt == "state-dict":
+        meta["quantization"]["layout"] = (
+            "int8 weights: KEY (codes) and KEY.scale (per row); weight ~= scale * codes"
+        )
     meta["fidelity"] = _fidelity(spec, one_at_a_time(run, x), learner_fp32, precision)
     meta["fidelity"]["reference"] = "the learner's fp32 policy on N(0, 1) probe observations, one per call"
     _attach(fmt, out, meta)
@@ -189,11 +216,11 @@ def one_at_a_time(policy, x: np.ndarray) -> np.ndarray:
 
 
 # -- formats --------------------------------------------------------------------------------------------------
-def _write_onnx(weights, spec, message, out: Path):
+def _write_onnx(weights, spec, message, out: Path):  # each writer: (kernel name, its forward)
     kernel, _ = verified_kernel(spec, message, OrtKernel)
     model = kernel.onnx_model(message.tensors)
     out.write_bytes(model.SerializeToString())
-    return record(weights, spec, message, kernel.name), kernel.forward
+    return kernel.name, kernel.forward
 
 
 def _load_onnx(path: Path):
@@ -221,7 +248,7 @@ def _write_torchscript(weights, spec, message, out: Path):
     with torch.inference_mode(False), torch.no_grad():
         traced = torch.jit.trace(wrapped, torch.from_numpy(probe_inputs(spec, n=4)), check_trace=False)
     torch.jit.save(traced, str(out))
-    return record(weights, spec, message, kernel.name), kernel.forward
+    return kernel.name, kernel.forward
 
 
 def _load_torchscript(path: Path):

@@ -175,7 +175,7 @@ def test_the_stubs_still_reach_the_real_checks(cwd, resumable):
             "unknown config key learner.batchsize (did you mean learner.batch_size?)",
         ),
         (["train", CONFIGS[0], "--precision", "int4"], "invalid choice: 'int4'"),
-        (["train", CONFIGS[0], "env.task=nope"], "unknown gym task 'nope'"),
+        (["train", CONFIGS[0], "env.task=nope"], "env.task='nope' is not a registered Gymnasium id"),
         (["train", "--resume", "/nonexistent/run"], "no config.yaml there"),
         (["role", "actor", "--config", CONFIGS[0], "--run-dir", "r"], "needs --replay-address"),
         (["train", str(ROOT / "README.md")], "not valid YAML"),
