@@ -41,8 +41,12 @@ def enable_rendering(env: EnvConfig) -> str:
             raise RenderingError(
                 "dm_control was loaded with rendering disabled: set MUJOCO_GL=egl (or osmesa) to record video"
             )
-        os.environ["MUJOCO_GL"] = HEADLESS_GL  # Gymnasium's MuJoCo tasks read it when they make their renderer
-    if not os.environ.get("DISPLAY"):  # pygame (Gymnasium's classic-control renderer): no window, no sound card
+        os.environ["MUJOCO_GL"] = (
+            HEADLESS_GL  # Gymnasium's MuJoCo tasks read it when they make their renderer
+        )
+    if not os.environ.get(
+        "DISPLAY"
+    ):  # pygame (Gymnasium's classic-control renderer): no window, no sound card
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     return os.environ["MUJOCO_GL"]
