@@ -286,11 +286,7 @@ def _dequantized(state: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
 def _write_state_dict(weights, spec, message, out: Path):
     state = _state_dict(spec, message)
     torch.save({"state_dict": state}, str(out))
-    meta = record(weights, spec, message, "fp32/torch on the stored values")
-    meta["quantization"]["layout"] = (
-        "int8 weights: KEY (codes) and KEY.scale (per row); weight ~= scale * codes"
-    )
-    return meta, _fp32_model(spec, _dequantized(state))
+    return STATE_DICT_KERNEL, _fp32_model(spec, _dequantized(state))
 
 
 def _fp32_model(spec: PolicySpec, state: dict[str, np.ndarray]):
