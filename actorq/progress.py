@@ -87,6 +87,10 @@ class LiveView:
             self._live = None
 
 
+_OPEN: list[TaskProgress] = []
+"""Task progresses open in this process now (only the outermost shows anything)."""
+
+
 class TaskProgress:
     """``total`` units of work (``done`` of them done before this process): a bar on a terminal, lines elsewhere.
 
@@ -94,9 +98,6 @@ class TaskProgress:
     now running, :meth:`advance` counts one done. A progress opened inside another (a study's PTQ sweep inside its
     QAT loop) stays quiet: the outer one shows the work.
     """
-
-    _open = 0
-    """Progresses open in this process now (only the outermost shows anything)."""
 
     def __init__(
         self,
@@ -121,8 +122,8 @@ class TaskProgress:
         self._pending = ""
 
     def __enter__(self) -> TaskProgress:
-        TaskProgress._open += 1
-        if TaskProgress._open > 1:
+        _OPEN.append(self)
+        if len(_OPEN) > 1:
             self.live, self._log_counts = False, False
         if self.live:
             from rich.progress import (
@@ -149,7 +150,7 @@ class TaskProgress:
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        TaskProgress._open -= 1
+        _OPEN.remove(self)
         if self._bar is not None:
             self._bar.stop()
             self._bar = None

@@ -91,9 +91,11 @@ class GymnasiumEnvironment(TaskEnvironment):
 
         if self._env.render_mode != RGB_ARRAY:
             raise RenderingError(f"the environment renders as {self._env.render_mode!r}, not {RGB_ARRAY}")
+        import gymnasium
+
         try:
             frame = self._env.render()
-        except Exception as exc:  # noqa: BLE001  (gymnasium raises DependencyNotInstalled and others)
+        except (gymnasium.error.Error, ImportError, RuntimeError, OSError) as exc:  # no pygame, no GL, ...
             raise RenderingError(f"the task cannot render its frames: {type(exc).__name__}: {exc}") from exc
         return np.asarray(frame, np.uint8)
 

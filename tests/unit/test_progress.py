@@ -57,3 +57,14 @@ def test_task_progress_on_a_terminal_draws_a_bar_with_the_lines_above_it():
         p.advance()
     text = out.getvalue()
     assert "cell done in 3 s" in text and "2/2" in text and "\x1b[" in text
+
+
+def test_a_progress_inside_another_stays_quiet(caplog):
+    out = io.StringIO()
+    with caplog.at_level(logging.INFO, logger="actorq.progress"), TaskProgress("QAT", 1, stream=out) as outer:
+        with TaskProgress("PTQ", 2, stream=out, live=True) as inner:  # would draw a second live bar
+            inner.advance()
+            inner.advance()
+        assert not inner.live
+        outer.advance()
+    assert out.getvalue() == "" and "PTQ" not in caplog.text and "QAT: 1/1 done" in caplog.text
