@@ -112,8 +112,11 @@ def decode(
     Raises:
         RejectedRecordError: Anything else, naming what is wrong.
     """
-    if not isinstance(columns, (list, tuple)) or not all(isinstance(c, np.ndarray) for c in columns):
+    if not isinstance(columns, (list, tuple)) or not all(
+        isinstance(c, (np.ndarray, np.generic)) for c in columns
+    ):
         raise RejectedRecordError("not a list of numpy columns")
+    columns = [np.asarray(c) for c in columns]
     if len(columns) != 4 + len(schema):
         raise RejectedRecordError(f"{len(columns)} columns; this role's record has {4 + len(schema)}")
     if any(c.dtype.kind not in "biuf" for c in columns):

@@ -20,8 +20,13 @@ import numpy as np
 import pytest
 
 from actorq.launchers.monitor import RunMonitor
-from actorq.replay import LEARNER_WEIGHTS_TABLE, POLICY_TABLE, ReverbWeightPublisher, ReverbWeightSubscriber
-from actorq.replay import run_state_record
+from actorq.replay import (
+    LEARNER_WEIGHTS_TABLE,
+    POLICY_TABLE,
+    ReverbWeightPublisher,
+    ReverbWeightSubscriber,
+    run_state_record,
+)
 from actorq.replay.client import new_client
 from actorq.roles.actor import ActorRole
 from actorq.roles.evaluator import EvaluatorRole
