@@ -79,7 +79,7 @@ class WriteOutage:
                 "could not write %s%s (%s: %s); the role carries on and retries, warning again only after a "
                 "write succeeds",
                 self.what,
-                f" {where}" if where else "",
+                f": {where}" if where else "",
                 type(exc).__name__,
                 (str(exc).splitlines() or [""])[0],
             )

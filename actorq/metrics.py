@@ -2,8 +2,9 @@
 
 Each role writes ``RUN_DIR/<role>/metrics.csv``; the columns are fixed by the first row written, later rows may
 omit keys (left empty) but may not add new ones (they are dropped with a warning once), so files stay rectangular.
-TensorBoard events are written with the ``tensorboard`` package's event writer, which needs neither TensorFlow nor
-torch, so every layer may log.
+TensorBoard events are written with the ``tensorboard`` package's record writer, which needs neither TensorFlow nor
+torch, so every layer may log; synchronously (:class:`EventFile`), since the package's asynchronous writer blocks its
+caller forever once its thread died on a full disk.
 
 A row that cannot be written (a full disk) is counted (:attr:`MetricsWriter.failures`), warned about once per
 outage, and dropped whole (the file is cut back to its last complete row): metrics never stop a role.
@@ -14,9 +15,11 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import itertools
 import logging
 import math
 import os
+import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -39,6 +42,31 @@ OUTSIDE_LOAD_LIMIT = 0.05
 before its speed figures count as disturbed: reports flag such runs (rerun them) and the launcher warns. On the
 2-core Zen 3 undisturbed runs measured 0.5-1.5% (the launcher's meters, sshd); a nice-19 test run beside a grid
 7-35%, with the learner's steps/s down to a third while it ran (nice does not protect a 2-core machine)."""
+
+
+_EVENT_FILES = itertools.count()
+
+
+class EventFile:
+    """One TensorBoard event file, appended synchronously: a failed write raises here, on the caller's thread."""
+
+    def __init__(self, directory: Path):
+        from tensorboard.compat.proto import event_pb2
+        from tensorboard.summary.writer.record_writer import RecordWriter
+
+        directory.mkdir(parents=True, exist_ok=True)
+        name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{next(_EVENT_FILES)}"
+        self._file = (directory / name).open("ab")
+        self._records = RecordWriter(self._file)
+        self.add_event(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+
+    def add_event(self, event) -> None:
+        """Append ``event`` (an ``event_pb2.Event``) and flush it to the file."""
+        self._records.write(event.SerializeToString())
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
 
 
 TB_RETRY_S = 30.0
@@ -83,9 +111,7 @@ class MetricsWriter:
 
     def _open_tb(self) -> None:
         try:
-            from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-            self._tb = EventFileWriter(str(self.directory / "tb"))
+            self._tb = EventFile(self.directory / "tb")
         except ImportError as exc:  # TensorBoard is optional; the CSV is what reports read.
             log.warning("TensorBoard disabled for %s: %s", self.directory, exc)
             self._tensorboard = False

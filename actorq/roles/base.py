@@ -54,8 +54,9 @@ class RoleBase:
         self._log_timer = Periodic(config.log_period_s)
         self.started = time.time()
         self._status_failures = 0
-        self.disk = WriteOutage(f"{self.dir.name}'s resume file and checkpoints")
-        """Failed writes of the role's own files beyond metrics and status (resume file, checkpoints)."""
+        self.disk = WriteOutage(f"{self.dir.name}'s files")
+        """Failed writes of the role's own files beyond metrics and status (resume file, version records,
+        checkpoints)."""
 
     @property
     def write_failures(self) -> int:

@@ -136,7 +136,7 @@ class LearnerRole(RoleBase):
         ckpt = self.run_dir if config.learner.checkpoint_period_s > 0 else None
         self.learner = make_learner(config, spec, address, checkpoint_dir=ckpt)
         record = VersionRecord(
-            self.dir / "published_version.json", weights_key.run_id_hex if weights_key else ""
+            self.dir / "published_version.json", weights_key.run_id_hex if weights_key else "", self.disk
         )
         offset = max(0, record.read() + 1 - self.learner.steps)
         if offset:

@@ -49,7 +49,10 @@ class ReplayRole(RoleBase):
         self._last_checkpoint = time.monotonic()
         # What a restart restored from the checkpoint (fault tests compare it with the last checkpoint's sizes).
         log.info("replay serving on port %d with %s", self.port, self._sizes())
-        write_atomic(self.dir / "port", str(self.port))
+        try:  # for people and tests; launchers read the port from the status record
+            write_atomic(self.dir / "port", str(self.port))
+        except OSError as exc:
+            self.disk.failed(exc, self.dir / "port")
         self._counts = {"size": 0, "inserts": 0, "samples": 0}
         self.publish_status()  # launchers wait for this record: replay serves from here on
 

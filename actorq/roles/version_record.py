@@ -6,7 +6,7 @@ import json
 import logging
 from pathlib import Path
 
-from actorq.durable import write_atomic
+from actorq.durable import WriteOutage, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -19,9 +19,11 @@ class VersionRecord:
     above it.
     """
 
-    def __init__(self, path: str | Path, run_id: str):
+    def __init__(self, path: str | Path, run_id: str, outage: WriteOutage | None = None):
+        """``outage``: where failed writes are counted and warned about (once per outage); default: its own."""
         self.path = Path(path)
         self.run_id = run_id or "unsigned"
+        self._outage = outage or WriteOutage(str(self.path))
 
     def read(self, field: str = "version") -> int:
         """The recorded ``field`` for this run, or -1 (no file, another run's, unreadable)."""
@@ -44,4 +46,6 @@ class VersionRecord:
         try:
             write_atomic(self.path, json.dumps({"run_id": self.run_id, "version": int(version), **fields}))
         except OSError as exc:  # a full disk must not stop the role; it only weakens the restart guarantee
-            log.warning("could not record weights version %d in %s: %s", version, self.path, exc)
+            self._outage.failed(exc, self.path)
+        else:
+            self._outage.succeeded()

@@ -168,6 +168,7 @@ BOUNDARIES = {
     "actorq/launchers/ray_starts.py",  # the start log, an actor on a node that may be gone: counts become unknown  # a Ray worker process's role: logged in its own log, Ray reports it dead
     "actorq/launchers/inprocess.py",  # a role's thread: logged, ends the run
     "actorq/launchers/supervisor.py",  # the run's supervisor: logged, ends the run
+    "actorq/replay/checkpoints.py",  # Reverb's checkpoint call (a full disk is an IndexError): replay carries on
     "actorq/replay/run_state.py",  # the resume record's reading thread: handed to the caller, who raises it
     "actorq/replay/weights.py",  # the sampler thread: handed to the caller, who raises it
     "actorq/roles/host.py",  # a role's loop, its last flush at a blocked stop, a role process's start: logged
