@@ -151,7 +151,7 @@ def encode_message(
     Args:
         state: ``{name: array}``; tensors with ndim >= 2 use the ``comm_bits`` encoding, the rest go as
             f32 (f16 when ``comm_bits == 16``).
-        version: Weight version (the learner's publication counter), >= 0.
+        version: Weight version (the learner's: its step plus an offset; the policy's: that + 1), >= 0.
         learner_step: Learner step the weights come from, >= 0.
         precision: The actors' inference precision (e.g. "fp32", "int8"), carried verbatim.
         comm_bits: 32 (f32), 16 (f16) or 2..8 (symmetric affine codes, bit-packed).
