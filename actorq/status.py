@@ -33,6 +33,12 @@ from actorq.errors import ActorQError
 
 log = logging.getLogger(__name__)
 
+RUN_DIR_FORMAT = 1
+"""The version of the run directory's layout and files (``config.yaml``, ``summary.json``, ``<role>/metrics.csv``,
+``<role>/status.json``; docs/usage.md#run-directories), written into ``summary.json`` as ``run_dir_format``. The run
+directory is the one interface between the runtime and the lab: a change a reader of an older layout would
+misread raises this number, and readers refuse a newer one than they know."""
+
 STATUS_FILE = "status.json"
 """The file name of a role's status record inside its directory (``RUN_DIR/<label>/``)."""
 COUNTER_LIMIT = 1 << 62

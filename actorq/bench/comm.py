@@ -38,10 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from actorq.bench.actors_worker import BENCH_MAX_SIZE
 from actorq.bench.comm_summary import block_record, format_table, notes, summarize
 from actorq.bench.comm_worker import start_worker
-from actorq.bench.common import (
+from actorq.bench.netns import NamespaceHosts, check_rate, rate_bits_per_s, unavailable_reason
+from actorq.config import COMM_BITS, ConfigError, ExperimentConfig, load_config, replace, save_config
+from actorq.measure.actors_worker import BENCH_MAX_SIZE
+from actorq.measure.common import (
     START_DELAY_S,
     START_TIMEOUT_S,
     blocks_document,
@@ -53,9 +55,7 @@ from actorq.bench.common import (
     parse_list,
     write_json,
 )
-from actorq.bench.netns import NamespaceHosts, check_rate, rate_bits_per_s, unavailable_reason
-from actorq.bench.worker_protocol import BenchWorker
-from actorq.config import COMM_BITS, ConfigError, ExperimentConfig, load_config, replace, save_config
+from actorq.measure.protocol import BenchWorker
 
 log = logging.getLogger(__name__)
 

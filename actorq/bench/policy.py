@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.common import interleave, write_json
 from actorq.config import BYTES_PER_WEIGHT
 from actorq.hardware import cpu_summary, hardware_record, read_bandwidth_gbs
+from actorq.measure.common import interleave, write_json
 
 logger = logging.getLogger(__name__)
 

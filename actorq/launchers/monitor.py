@@ -23,10 +23,10 @@ from actorq.config import ExperimentConfig
 from actorq.config.shards import actor_shard, replay_label
 from actorq.durable import write_atomic
 from actorq.metrics import json_safe
-from actorq.report.stats import DEFAULT_WINDOW, first_crossing
 from actorq.status import (
     COUNTER_LIMIT,
     RETURN_LIMIT,
+    RUN_DIR_FORMAT,
     ActorStatus,
     Evaluation,
     EvaluatorStatus,
@@ -35,6 +35,7 @@ from actorq.status import (
     ReplayStatus,
     RoleStatus,
 )
+from actorq.target import DEFAULT_WINDOW, first_crossing
 from actorq.timers import BREAKDOWN_COMPONENTS
 
 log = logging.getLogger(__name__)
@@ -152,7 +153,7 @@ class RunMonitor:
         """The evaluation at which the run reached ``target_return`` (None: not yet, or no target).
 
         The report's rule, so that a run stopped at its target is the run the report counts as having reached it
-        (:func:`actorq.report.stats.first_crossing`): the trailing mean of ``DEFAULT_WINDOW`` evaluations made
+        (:func:`actorq.target.first_crossing`): the trailing mean of ``DEFAULT_WINDOW`` evaluations made
         after the learner's first update. One lucky greedy episode of an untrained network (CartPole's can score
         500) neither stops the run nor counts."""
         target, ev = self.config.target_return, self.evaluations()
@@ -266,6 +267,7 @@ class RunMonitor:
             breakdown[comp] = mean(per_actor) if per_actor else 0.0
         learner, quantizer = self.learner(), self.quantizer()
         summary = {
+            "run_dir_format": RUN_DIR_FORMAT,
             "algorithm": self.config.algorithm,
             "task": f"{self.config.env.suite}:{self.config.env.task}",
             "precision": self.config.actor.precision,

@@ -2,7 +2,7 @@
 
 The config comes from a YAML file (or a resumed run's ``RUN_DIR/config.yaml``), then ``section.key=value``
 overrides, then flags; it is validated before any process starts. The run directory must be new or empty (or the
-resumed run's own). ``actorq experiment`` and ``actorq bench acme-baseline`` start each run as
+resumed run's own). ``actorq experiment`` and ``actorq acme-baseline`` start each run as
 ``python -m actorq.launchers.train ...``, the same command as ``actorq train ...``.
 """
 
@@ -32,6 +32,14 @@ from actorq.errors import UsageError
 from actorq.usage import module_main
 
 log = logging.getLogger(__name__)
+
+RUN_EXIT_DEADLINE_S = 110.0
+"""How long an ``actorq train`` process may take to end after its first SIGTERM or Ctrl-C before it dumps every
+thread's stack to its log and exits (status 1), however stuck its main thread is
+(:func:`actorq.roles.signals.exit_after_stop_signal`). Longer than the slowest orderly stop (in-process: 90 s),
+shorter than an experiment's grace for a run it stops (``actorq.experiments.orchestration.RUN_STOP_GRACE_S``), so a
+wedged run ends itself, with the stacks that say where, before it is
+SIGKILLed (a SIGKILL leaves no trace of why)."""
 
 
 TRAIN_FLAGS = (
@@ -128,7 +136,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     sys.stdout.write(f"run directory: {run_dir}\n")
     if args.weights_key_file and args.insecure_weights:
         raise UsageError("--weights-key-file and --insecure-weights contradict each other: pass one of them")
-    from actorq.launchers.orchestration import RUN_EXIT_DEADLINE_S
     from actorq.roles.signals import exit_after_stop_signal, stop_with_parent
 
     # A run asked to stop ends within the deadline even if it is stuck where no Python handler runs; and

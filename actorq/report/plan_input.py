@@ -32,6 +32,7 @@ from typing import Any
 
 from actorq.errors import UsageError
 from actorq.hardware import machine_differences
+from actorq.plan.model import network_sizes
 from actorq.report.regime import Estimate, Given
 from actorq.report.runs import RunData
 
@@ -164,21 +165,6 @@ def _config_differences(plan: Plan, run: RunData) -> list[str]:
     if batch != plan.batch_size:
         out.append(f"learner.batch_size: {plan.batch_size} vs {batch}")
     return out
-
-
-def network_sizes(config: dict[str, Any]) -> dict[str, list[int]]:
-    """``{"policy_layers": [...], "critic_layers": [...], ...}``: every ``*_layers`` of a plain config (a run's
-    saved config, :func:`actorq.config.to_dict`) in its ``network`` section or its algorithm's: what sets the
-    learner's cost per sample besides the batch. Keyed without the section (a size that moved between sections
-    still compares)."""
-    sections = [config.get("network"), config.get(str(config.get("algorithm")))]
-    return {
-        key: [int(n) for n in value]
-        for section in sections
-        if isinstance(section, dict)
-        for key, value in section.items()
-        if key.endswith("_layers") and isinstance(value, (list, tuple))
-    }
 
 
 def _named(runs: Sequence[str]) -> str:

@@ -129,6 +129,7 @@ def test_insecure_runs_pass_no_key_file(tmp_path):
     assert args[-2:] == (None, True)
 
 
+@pytest.mark.subprocess
 def test_launchers_import_without_ray():
     code = (
         "import sys, actorq.launchers.ray_placement, actorq.launchers.ray_role, actorq.launchers.train\n"

@@ -98,6 +98,7 @@ def test_resume_with_another_run_dir_is_refused(tmp_path, capsys):
     assert _NoLaunch.started == [run_dir] * 3
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_run_uses_a_new_dated_directory():
     dry = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -15,6 +15,7 @@ from tests.conftest import tiny_config
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
+@pytest.mark.subprocess
 def test_a_role_process_runs_only_on_its_cores():
     cpu = min(os.sched_getaffinity(0))
     code = (

@@ -149,6 +149,7 @@ def test_the_ray_role_prefers_the_launchers_key_file_and_writes_status_at_a_bloc
             handler.close()
 
 
+@pytest.mark.subprocess
 def test_actorq_role_sets_the_learners_environment_before_tensorflow_loads(tmp_path):
     """The process entry pins and sets the learner's environment before anything imports reverb/TensorFlow (an
     unreachable replay ends it with status 3 after TensorFlow loaded)."""
