@@ -79,6 +79,9 @@ class ActorPolicy:
             :data:`actorq.config.KERNELS`), which must verify.
         batch: Rows per forward the actor will run (the timing and the check use it).
         use_cache: Reuse (and record) the kernel choice in the kernel cache.
+        obs_shape: Shape of one observation as the environment gives it (default ``(obs_dim,)``); frames (e.g.
+            ``(10, 10, 4)`` uint8) are cast to float32 and flattened to ``obs_dim`` values before the MLP, as
+            the learner's networks do.
 
     Raises:
         ValueError: Unknown algorithm, precision or kernel name.
@@ -98,7 +101,11 @@ class ActorPolicy:
         kernel: str | None = None,
         batch: int = 1,
         use_cache: bool = True,
+        obs_shape: tuple[int, ...] | None = None,
     ):
+        self.obs_shape = tuple(int(d) for d in obs_shape) if obs_shape is not None else (int(obs_dim),)
+        if int(np.prod(self.obs_shape)) != int(obs_dim):
+            raise ValueError(f"obs_shape {self.obs_shape} does not hold obs_dim={obs_dim} values")
         self.spec = PolicySpec.build(algorithm, obs_dim, out_dim, layers, action_low, action_high, threads)
         self.algorithm = algorithm
         self.obs_dim, self.out_dim, self.layers = self.spec.obs_dim, self.spec.out_dim, self.spec.layers
@@ -144,21 +151,25 @@ class ActorPolicy:
         """Actions (D4PG, in bounds, before exploration noise) or Q-values (DQN) as float32 numpy.
 
         Args:
-            obs: ``[obs_dim]`` or ``[B, obs_dim]`` observations.
+            obs: One observation (``obs_shape``) or a batch (``[B, *obs_shape]``), any numeric dtype (frames are
+                uint8); cast to float32 and flattened to ``[B, obs_dim]``.
 
         Returns:
             ``[out_dim]`` or ``[B, out_dim]`` float32.
         """
-        x = np.asarray(obs, dtype=np.float32)
-        if x.shape[-1:] != (self.obs_dim,) or x.ndim not in (1, 2):
+        x = np.asarray(obs)
+        single = x.shape == self.obs_shape
+        if not single and x.shape[1:] != self.obs_shape:
             raise ValueError(
-                f"expected observations [obs_dim] or [B, obs_dim] with obs_dim={self.obs_dim}, got {x.shape}"
+                f"expected observations {list(self.obs_shape)} or [B, *{list(self.obs_shape)}] "
+                f"(obs_dim={self.obs_dim}), got {x.shape}"
             )
+        x = x.astype(np.float32, copy=False).reshape(1 if single else x.shape[0], self.obs_dim)
         if not (x.flags.c_contiguous and x.flags.writeable):
             x = np.array(x, order="C")  # torch.from_numpy warns on read-only arrays
         with self._lock:
-            out = self._kernel.forward(x if x.ndim == 2 else x[None, :])
-        return out[0] if x.ndim == 1 else out
+            out = self._kernel.forward(x)
+        return out[0] if single else out
 
     # -- weights -----------------------------------------------------------------------------------------------
     def expected_shapes(self) -> dict[str, tuple[int, ...]]:
