@@ -1,16 +1,23 @@
 """Per-role metrics: a CSV file (the source of truth for reports) and TensorBoard scalars beside it.
 
 Each role writes ``RUN_DIR/<role>/metrics.csv``. The header is the columns seen so far: a later row may omit keys
-(left empty) and may bring new ones, which extend the header (the file is rewritten once with the new column
-empty in the rows before it), so files stay rectangular and no value is dropped. The numeric values also go to
-``RUN_DIR/<role>/tb`` through a maintained TensorBoard writer the role chooses by its framework
-(:mod:`actorq.roles.tensorboard`: ``tf.summary``, or torch's ``SummaryWriter`` in actors), tagged by column and
-stepped by the ``step`` column: ``tensorboard --logdir RUN_DIR`` shows every role.
+(left empty) and may bring new ones, which extend the header (the file is rewritten once, atomically, with the new
+column empty in the rows before it), so files stay rectangular and no value is dropped. The numeric values also go
+to ``RUN_DIR/<role>/tb`` through a maintained TensorBoard writer the role passes in (``tf.summary``:
+:mod:`actorq.roles.tensorboard`), tagged by column and stepped by the ``step`` column; ``tensorboard --logdir
+RUN_DIR`` shows every role. The writer must report a failed write on the caller's thread (``tf.summary`` does; the
+``tensorboard`` package's asynchronous writer, which torch's ``SummaryWriter`` uses, blocks its caller forever once
+its thread died on a full disk).
+
+A row that cannot be written (a full disk) is counted (:attr:`MetricsWriter.failures`), warned about once per
+outage, and dropped whole (the file is cut back to its last complete row): metrics never stop a role.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import logging
 import math
 import numbers
@@ -22,6 +29,8 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+
+from actorq.durable import WriteOutage
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +48,8 @@ before its speed figures count as disturbed: reports flag such runs (rerun them)
 
 
 class ScalarSink(Protocol):
-    """Where a metrics row's numeric values go besides the CSV (a TensorBoard writer)."""
+    """Where a metrics row's numeric values go besides the CSV (a TensorBoard writer). A failed write raises here,
+    on the caller's thread."""
 
     def write(self, values: Mapping[str, float], step: int) -> None:
         """Record ``values`` (tag -> value) at ``step``."""
@@ -48,13 +58,17 @@ class ScalarSink(Protocol):
         """Flush and close."""
 
 
+TB_RETRY_S = 30.0
+"""After a TensorBoard write failed, how long before the writer is opened again (a new event file)."""
+
+
 class MetricsWriter:
-    """Appends rows to ``<dir>/metrics.csv`` and mirrors numeric values to a :class:`ScalarSink`.
+    """Appends rows to ``<dir>/metrics.csv`` and mirrors numeric values to TensorBoard.
 
     Args:
         directory: the role's directory (created).
-        tensorboard: makes the sink from ``<dir>/tb`` (e.g. :func:`actorq.roles.tensorboard.writer_for`); None or
-            False: CSV only.
+        tensorboard: makes the TensorBoard sink from ``<dir>/tb`` (e.g. :func:`actorq.roles.tensorboard.writer`);
+            None or False: the CSV only.
         step_key: the column used as the TensorBoard step.
     """
 
@@ -74,57 +88,119 @@ class MetricsWriter:
             # Resuming: keep the existing header so the file stays rectangular.
             with self.path.open() as fh:
                 self._fields = next(csv.reader(fh), None)
-        self._file = self.path.open("a", newline="")
-        self._csv = csv.writer(self._file)
+        # Rows go out whole through os.write on an append-only descriptor, so a failed write can be cut back.
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._outage = WriteOutage(f"metrics {self.path}")
+        self._tb_outage = WriteOutage(f"TensorBoard events in {self.directory / 'tb'}")
         self._tb: ScalarSink | None = None
-        if callable(tensorboard):
-            try:
-                self._tb = tensorboard(self.directory / "tb")
-            except (ImportError, OSError) as exc:  # TensorBoard is optional; the CSV is what reports read.
-                log.warning("TensorBoard disabled for %s: %s", self.directory, exc)
+        self._tb_retry_at = 0.0
+        self._make_tb = tensorboard if callable(tensorboard) else None
+        self._tensorboard = self._make_tb is not None
+        if self._tensorboard:
+            self._open_tb()
 
     @property
-    def fields(self) -> list[str]:
-        """The CSV's columns so far."""
-        return list(self._fields or [])
+    def failures(self) -> int:
+        """Rows (and TensorBoard events) that could not be written."""
+        return self._outage.failures + self._tb_outage.failures
+
+    def _open_tb(self) -> None:
+        try:
+            self._tb = self._make_tb(self.directory / "tb")
+        except ImportError as exc:  # TensorBoard is optional; the CSV is what reports read.
+            log.warning("TensorBoard disabled for %s: %s", self.directory, exc)
+            self._tensorboard = False
+        except Exception as exc:  # noqa: BLE001  (a full or lost disk: retried later)
+            self._tb_failed(exc)
+
+    def _tb_failed(self, exc: BaseException) -> None:
+        self._tb_outage.failed(exc)
+        self._tb_retry_at = time.monotonic() + TB_RETRY_S
 
     def write(self, row: Mapping[str, object]) -> None:
         """Append one row (wall time is added as ``time`` when absent). Thread-safe; a no-op once closed."""
         with self._lock:
-            if not self._file.closed:
+            if self._fd is not None:
                 self._write(dict(row))
 
     def _write(self, row: dict[str, object]) -> None:
         row.setdefault("time", time.time())
-        if self._fields is None:
+        text = io.StringIO()
+        lines = csv.writer(text)
+        header = self._fields is None
+        if header:
             self._fields = list(row)
-            self._csv.writerow(self._fields)
+            lines.writerow(self._fields)
         new = [k for k in row if k not in self._fields]
-        if new:
+        if new and not header:
             self._extend_header(new)
-        self._csv.writerow(["" if row.get(k) is None else row.get(k, "") for k in self._fields])
-        self._file.flush()
-        if self._tb is not None:
+        lines.writerow(["" if row.get(k) is None else row.get(k, "") for k in self._fields])
+        if not self._append(text.getvalue().encode()) and header:
+            self._fields = None  # the header never reached the file: the next row writes it
+        if self._tensorboard:
             self._write_tb(row)
 
     def _extend_header(self, new: list[str]) -> None:
-        """Add columns: the file is rewritten (atomically) with them empty in every earlier row."""
-        assert self._fields is not None
-        self._file.close()
-        with self.path.open(newline="") as fh:
-            rows = list(csv.reader(fh))[1:]
-        self._fields = self._fields + new
+        """Add columns: the file is rewritten atomically with them empty in every earlier row. On a failure (a full
+        disk) the header stays, and this row goes out without the new columns (the next row tries again)."""
+        assert self._fields is not None and self._fd is not None
+        fields = self._fields + new
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("w", newline="") as fh:
-            out = csv.writer(fh)
-            out.writerow(self._fields)
-            out.writerows(r + [""] * (len(self._fields) - len(r)) for r in rows)
-        os.replace(tmp, self.path)
+        try:
+            with self.path.open(newline="") as fh:
+                rows = list(csv.reader(fh))[1:]
+            with tmp.open("w", newline="") as fh:
+                out = csv.writer(fh)
+                out.writerow(fields)
+                out.writerows(r + [""] * (len(fields) - len(r)) for r in rows)
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            self._outage.failed(exc)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return
+        os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fields = fields
         log.info("metrics %s: new columns %s", self.path, new)
-        self._file = self.path.open("a", newline="")
-        self._csv = csv.writer(self._file)
+
+    def _append(self, data: bytes) -> bool:
+        """Append ``data`` whole, or not at all (cut back to the last complete row): False when it failed."""
+        end = os.fstat(self._fd).st_size
+        try:
+            written = os.write(self._fd, data)
+            if written != len(data):
+                raise OSError(f"wrote {written} of {len(data)} bytes")
+        except OSError as exc:
+            self._outage.failed(exc)
+            with contextlib.suppress(OSError):  # else the next row cuts back again from the size it finds
+                os.ftruncate(self._fd, end)
+            return False
+        self._outage.succeeded()
+        return True
 
     def _write_tb(self, row: Mapping[str, object]) -> None:
+        if self._tb is None:
+            if time.monotonic() < self._tb_retry_at:
+                return
+            self._open_tb()
+            if self._tb is None:
+                return
+        try:
+            self._add_event(row)
+        except Exception as exc:  # noqa: BLE001  (its writer thread's error, e.g. a full disk: reopened later)
+            self._tb_failed(exc)
+            self._close_tb()
+            return
+        self._tb_outage.succeeded()
+
+    def _close_tb(self) -> None:
+        tb, self._tb = self._tb, None
+        if tb is not None:
+            with contextlib.suppress(Exception):  # flushing onto a full disk: already counted
+                tb.close()
+
+    def _add_event(self, row: Mapping[str, object]) -> None:
         step = int(float(row.get(self._step_key, 0) or 0))
         values = {
             key: float(value)
@@ -140,11 +216,11 @@ class MetricsWriter:
     def close(self) -> None:
         """Flush and close the files (safe to call twice)."""
         with self._lock:
-            if not self._file.closed:
-                self._file.close()
-            if self._tb is not None:
-                self._tb.close()
-                self._tb = None
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            self._tensorboard = False
+            self._close_tb()
 
 
 def json_safe(obj: object) -> object:

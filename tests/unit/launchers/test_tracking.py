@@ -14,7 +14,7 @@ from actorq.errors import UsageError
 from actorq.launchers import tracking
 from actorq.launchers.tracking import Tracker, check_tracker
 from actorq.metrics import MetricsWriter
-from actorq.roles.tensorboard import writer_for
+from actorq.roles.tensorboard import writer
 from tests.conftest import tiny_config
 from tests.unit.roles.test_tensorboard import tensorboard_scalars
 from tests.waiting import wait_until
@@ -25,15 +25,13 @@ SUMMARY = {"exit": "target", "wall_seconds": 12.5, "learner": {"steps": 30}}
 
 def write_rows(run_dir, first: int, last: int, extra: bool = False) -> None:
     for role in ROLES:
-        writer = MetricsWriter(
-            run_dir / role, tensorboard=writer_for("torch" if role.startswith("actor") else "tf")
-        )
+        metrics = MetricsWriter(run_dir / role, tensorboard=writer)
         for i in range(first, last):
             row = {"step": 10 * i, "steps_per_s": 1.0 + i, "label": "x"}
             if extra:
                 row["loss"] = 0.5 / (i + 1)  # a column the first rows did not have
-            writer.write(row)
-        writer.close()
+            metrics.write(row)
+        metrics.close()
 
 
 def tracked_run(tmp_path, backend: str) -> Tracker:
