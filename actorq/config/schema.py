@@ -59,7 +59,13 @@ class EnvConfig:
 class NetworkConfig:
     policy_layers: tuple[int, ...] = (2048, 2048, 2048)
     """Hidden widths of the actors' policy (a policy or Q-network, per algorithm). The ActorQ paper used 3 x 2048.
-    An algorithm's other networks (a critic) are sized in its own section."""
+    An algorithm's other networks (a critic) are sized in its own section. With a conv torso these are the dense
+    layers after it (the Nature DQN network: [512])."""
+    torso: str = "auto"
+    """What reads the observation before the dense layers (``actorq.algorithms.torso``): ``mlp`` (the flattened
+    observation), ``nature_cnn`` (the Nature DQN convolutions, for image observations: rank 3, HWC or CHW, uint8
+    frames divided by 255 inside the network; algorithms with a conv torso only: dqn), or ``auto`` (nature_cnn
+    for image observations when the algorithm has it, mlp otherwise)."""
 
 
 @dataclass(frozen=True)

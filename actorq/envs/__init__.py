@@ -50,6 +50,10 @@ class EnvironmentSpec:
     """The dm_env action spec."""
     observation_spec: specs.Array
     """The flat observation spec."""
+    obs_shape: tuple[int, ...] = ()
+    """The observation's shape as the environment gives it (``(obs_dim,)`` for flat observations)."""
+    obs_dtype: np.dtype = np.dtype(np.float32)
+    """The observation's dtype (``uint8`` for pixels)."""
 
 
 def dmc_tasks() -> list[str]:
@@ -212,16 +216,17 @@ def environment_spec(env: EnvConfig) -> EnvironmentSpec:
         act_spec = environment.action_spec()
     finally:
         environment.close()
+    obs = {"obs_shape": tuple(int(d) for d in obs_spec.shape), "obs_dtype": np.dtype(obs_spec.dtype)}
+    obs_dim = int(np.prod(obs_spec.shape))
     if isinstance(act_spec, specs.DiscreteArray):
-        return EnvironmentSpec(
-            int(obs_spec.shape[0]), True, int(act_spec.num_values), None, None, act_spec, obs_spec
-        )
+        return EnvironmentSpec(obs_dim, True, int(act_spec.num_values), None, None, act_spec, obs_spec, **obs)
     return EnvironmentSpec(
-        int(obs_spec.shape[0]),
+        obs_dim,
         False,
         int(np.prod(act_spec.shape)),
         np.asarray(act_spec.minimum, np.float32).reshape(-1),
         np.asarray(act_spec.maximum, np.float32).reshape(-1),
         act_spec,
         obs_spec,
+        **obs,
     )
