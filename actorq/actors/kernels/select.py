@@ -151,6 +151,7 @@ def _cache_key(spec: PolicySpec, precision: str, batch: int) -> str:
             "onnxruntime": ort_version,
             "algorithm": spec.algorithm,
             "shape": [spec.obs_dim, *spec.layers, spec.out_dim],
+            "torso": [spec.torso.kind, list(spec.torso.obs_shape), spec.torso.pixels] if spec.torso else None,
             "threads": spec.threads,
             "precision": precision,
             "batch": batch,
