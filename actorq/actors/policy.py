@@ -35,7 +35,7 @@ from actorq.actors.kernels import (
     verify,
 )
 from actorq.actors.kernels.verify import reference_outputs
-from actorq.networks.mapping import torch_state_shapes
+from actorq.algorithms.torso import Torso
 from actorq.quantize.codec import (
     EncodedTensor,
     MissingTensorError,
@@ -79,6 +79,8 @@ class ActorPolicy:
             :data:`actorq.config.KERNELS`), which must verify.
         batch: Rows per forward the actor will run (the timing and the check use it).
         use_cache: Reuse (and record) the kernel choice in the kernel cache.
+        torso: What reads the observation (:mod:`actorq.algorithms.torso`); None: an MLP on the flat
+            observation. With a conv torso the policy takes ``[*obs_shape]`` or ``[B, *obs_shape]`` images.
 
     Raises:
         ValueError: Unknown algorithm, precision or kernel name.
@@ -98,8 +100,11 @@ class ActorPolicy:
         kernel: str | None = None,
         batch: int = 1,
         use_cache: bool = True,
+        torso: Torso | None = None,
     ):
-        self.spec = PolicySpec.build(algorithm, obs_dim, out_dim, layers, action_low, action_high, threads)
+        self.spec = PolicySpec.build(
+            algorithm, obs_dim, out_dim, layers, action_low, action_high, threads, torso
+        )
         self.algorithm = algorithm
         self.obs_dim, self.out_dim, self.layers = self.spec.obs_dim, self.spec.out_dim, self.spec.layers
         self.batch = max(int(batch), 1)
@@ -107,7 +112,7 @@ class ActorPolicy:
             self.spec, precision, self.batch, kernel or "auto", use_cache=use_cache
         )
         self._fixed = (kernel or "auto") != "auto"
-        self._expected = torch_state_shapes(algorithm, self.obs_dim, self.out_dim, self.layers)
+        self._expected = self.spec.state_shapes()
         self._lock = threading.Lock()
         self._token = id(self)
         self._checked_real = False
@@ -144,21 +149,25 @@ class ActorPolicy:
         """Actions (D4PG, in bounds, before exploration noise) or Q-values (DQN) as float32 numpy.
 
         Args:
-            obs: ``[obs_dim]`` or ``[B, obs_dim]`` observations.
+            obs: ``[obs_dim]`` or ``[B, obs_dim]`` observations (a conv torso's: ``[*obs_shape]`` or ``[B,
+                *obs_shape]``, as the environment gives them; cast to the kernels' dtype, uint8 for pixels).
 
         Returns:
             ``[out_dim]`` or ``[B, out_dim]`` float32.
         """
-        x = np.asarray(obs, dtype=np.float32)
-        if x.shape[-1:] != (self.obs_dim,) or x.ndim not in (1, 2):
+        x = np.asarray(obs, dtype=self.spec.input_dtype)
+        shape = self.spec.input_shape
+        rank = len(shape)
+        if x.shape[x.ndim - rank :] != shape or x.ndim not in (rank, rank + 1):
+            what, size = ("obs_dim", self.obs_dim) if self.spec.image is None else ("*obs_shape", shape)
             raise ValueError(
-                f"expected observations [obs_dim] or [B, obs_dim] with obs_dim={self.obs_dim}, got {x.shape}"
+                f"expected observations [{what}] or [B, {what}] with {what}={size}, got {x.shape}"
             )
         if not (x.flags.c_contiguous and x.flags.writeable):
             x = np.array(x, order="C")  # torch.from_numpy warns on read-only arrays
         with self._lock:
-            out = self._kernel.forward(x if x.ndim == 2 else x[None, :])
-        return out[0] if x.ndim == 1 else out
+            out = self._kernel.forward(x if x.ndim == rank + 1 else x[None])
+        return out[0] if x.ndim == rank else out
 
     # -- weights -----------------------------------------------------------------------------------------------
     def expected_shapes(self) -> dict[str, tuple[int, ...]]:

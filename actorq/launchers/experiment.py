@@ -271,6 +271,7 @@ class Experiment:
 def cmd_experiment(args: argparse.Namespace) -> int:
     """Validate everything first (no process starts on bad input), then run the plan."""
     from actorq.envs import validate_task
+    from actorq.roles.torso import run_torso
 
     args.precisions = check_plan_arguments(args)
     args.seed_list = list(range(args.first_seed, args.first_seed + args.seeds))
@@ -278,6 +279,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     args.config_max_minutes = config.max_minutes
     for precision in args.precisions:  # every run's config must be valid before the first starts
         validate_task(replace(config, **{"actor.precision": precision}).env)
+    run_torso(config)
     sweeps = plan_sweeps(args.config, args.overrides, args.sweep)
     runs = plan_runs(args.precisions, args.seed_list, sweeps)
     if getattr(args, "records", None):

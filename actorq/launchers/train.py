@@ -70,6 +70,7 @@ def check_new_run_dir(run_dir: Path) -> None:
 def resolve_train_config(args: argparse.Namespace):
     """The config a train command means: file (or a resumed run's), ``key=value`` overrides, then flags."""
     from actorq.envs import validate_task
+    from actorq.roles.torso import run_torso
 
     if args.resume:
         run_dir = Path(args.resume)
@@ -94,6 +95,7 @@ def resolve_train_config(args: argparse.Namespace):
         check_new_run_dir(run_dir)
     config = for_launcher(replace(load_config(path, args.overrides), **flag_overrides(args, TRAIN_FLAGS)))
     validate_task(config.env)
+    run_torso(config)  # network.torso must read the task's observations (exit 2 before any process starts)
     return config, run_dir
 
 
@@ -194,9 +196,11 @@ def launch(
 
     from actorq.envs import validate_task
     from actorq.launchers.supervisor import Supervisor, run_context
+    from actorq.roles.torso import run_torso
 
     config = for_launcher(config)
     validate_task(config.env)
+    run_torso(config)
     run_dir = Path(run_dir)
     if config_path is None:
         run_dir.mkdir(parents=True, exist_ok=True)

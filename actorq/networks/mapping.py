@@ -77,6 +77,15 @@ def tf_layout_shape(torch_shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(torch_shape[::-1])
 
 
+def to_tf_layout(value: np.ndarray) -> np.ndarray:
+    """A torch weight in Sonnet's layout (inverse of :func:`to_torch_layout`)."""
+    if value.ndim == 2:
+        return value.T
+    if value.ndim == 4:
+        return value.transpose(2, 3, 1, 0)
+    raise MappingError(f"no torch -> Sonnet layout for a {value.ndim}-D weight (shape {value.shape})")
+
+
 def mapping_table(
     algorithm: str, layers: tuple[int, ...], scope: str | None = None, torso: Torso | None = None
 ) -> list[tuple[str, str, bool]]:
@@ -192,3 +201,19 @@ def tf_to_torch_state(
     if mismatches:
         raise MappingError(f"{algorithm} policy with layers {tuple(layers)}: " + "; ".join(mismatches))
     return out
+
+
+def torch_to_tf_state(
+    algorithm: str,
+    state: Mapping[str, np.ndarray],
+    layers: tuple[int, ...],
+    scope: str | None = None,
+    torso: Torso | None = None,
+) -> dict[str, np.ndarray]:
+    """The inverse of :func:`tf_to_torch_state`: torch-keyed weights under their TF names, in Sonnet's layout
+    (what a learner publishes; benchmarks publish a torch policy's weights this way)."""
+    rows = mapping_table(algorithm, layers, scope, torso)
+    return {
+        tf_name: np.ascontiguousarray(to_tf_layout(np.asarray(state[key])) if transpose else state[key])
+        for tf_name, key, transpose in rows
+    }

@@ -18,6 +18,7 @@ from actorq.algorithms import Algorithm
 from actorq.config import BYTES_PER_WEIGHT, ExperimentConfig
 from actorq.envs import environment_spec
 from actorq.hardware import hardware_record
+from actorq.roles.torso import run_torso
 
 
 def build_policy(config: ExperimentConfig, precision: str | None = None, batch: int = 1) -> ActorPolicy:
@@ -28,6 +29,7 @@ def build_policy(config: ExperimentConfig, precision: str | None = None, batch: 
     ``precision`` than the actor's always uses auto.
     """
     spec = environment_spec(config.env)
+    torso = run_torso(config, spec)
     own = precision is None or precision == config.actor.precision
     return ActorPolicy(
         algorithm=config.algorithm,
@@ -40,6 +42,7 @@ def build_policy(config: ExperimentConfig, precision: str | None = None, batch: 
         threads=config.actor.threads,
         kernel=(config.actor.kernel or "auto") if own else "auto",
         batch=batch,
+        torso=torso if torso.is_conv else None,
     )
 
 
@@ -77,7 +80,9 @@ def greedy_episodes(
     """
     timesteps = [env.reset() for env in envs]
     totals = [0.0] * len(envs)
-    obs = np.stack([np.asarray(t.observation, dtype=np.float32) for t in timesteps])
+    obs = np.stack([np.asarray(t.observation) for t in timesteps])  # images keep their dtype (uint8 frames)
+    if obs.dtype != np.uint8:
+        obs = obs.astype(np.float32)
     while not all(t.last() for t in timesteps):
         out = np.asarray(policy(obs)).reshape(len(envs), -1)
         live = [j for j, t in enumerate(timesteps) if not t.last()]

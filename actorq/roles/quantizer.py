@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from actorq.algorithms.torso import Torso
 from actorq.config import ExperimentConfig
 from actorq.config.shards import weights_address
 from actorq.networks.mapping import tf_to_torch_state
@@ -39,6 +40,7 @@ from actorq.replay import (
 )
 from actorq.replay.retry import REPLAY_ERRORS, ReplayOutage
 from actorq.roles.common import RoleBase
+from actorq.roles.torso import run_torso
 from actorq.status import QuantizerStatus
 
 log = logging.getLogger(__name__)
@@ -70,15 +72,19 @@ def encode_policy(
     )
 
 
-def learner_state(config: ExperimentConfig, buf: Any) -> tuple[WeightMessage, dict[str, np.ndarray]]:
-    """The learner's fp32 message in ``buf`` decoded, and its weights mapped to the policy's torch keys.
+def learner_state(
+    config: ExperimentConfig, buf: Any, torso: Torso | None = None
+) -> tuple[WeightMessage, dict[str, np.ndarray]]:
+    """The learner's fp32 message in ``buf`` decoded, and its weights mapped to the policy's torch keys
+    (``torso``: the run's, :func:`actorq.roles.torso.run_torso`; None for an MLP policy).
 
     The one rule for reading the learner's weights (the quantizer, the evaluator and ``actorq plan``'s timing of
     both). The caller authenticates ``buf`` first (:func:`read_header` with the learner's stream): each checks the
     version in the header before paying for a decode.
     """
     message = decode_message(buf)
-    state = tf_to_torch_state(config.algorithm, message.float32_state(), tuple(config.network.policy_layers))
+    layers = tuple(config.network.policy_layers)
+    state = tf_to_torch_state(config.algorithm, message.float32_state(), layers, torso=torso)
     return message, state
 
 
@@ -99,6 +105,8 @@ class QuantizerRole(RoleBase):
         """``weights_key``: the run's key; None (``--insecure-weights`` only) reads and publishes unsigned."""
         super().__init__(config, run_dir)
         self._key = weights_key
+        torso = run_torso(config)
+        self._torso = torso if torso.is_conv else None
         self._handled_tag = b""  # tag of the last learner message handled: polling it again costs no HMAC
         if weights_key is None:
             log.warning(
@@ -185,7 +193,7 @@ class QuantizerRole(RoleBase):
         """Decode fp32 learner weights (``buf``, already authenticated by ``step``), map to torch keys, encode at
         the actor's bits, sign, publish."""
         t0 = time.perf_counter()
-        learner_msg, state = learner_state(self.config, buf)
+        learner_msg, state = learner_state(self.config, buf, self._torso)
         t1 = time.perf_counter()
         message = encode_policy(
             self.config, state, version=self.version + 1, learner_step=learner_msg.learner_step, key=self._key
