@@ -86,10 +86,24 @@ SATURATION_HEAD_OUTPUT = 0.3
 """The saturation probe's head output: inside tanh's near-linear range, so a halved input moves the action."""
 
 
+def _white_frames(spec: PolicySpec) -> bool:
+    """The saturation probe feeds white frames (every pixel 255, 1.0 in the network) to a conv torso on pixels,
+    so its first convolution sees top-of-grid activations too."""
+    return spec.image is not None and spec.image.pixels
+
+
+def saturation_inputs(spec: PolicySpec, rows: np.ndarray) -> np.ndarray:
+    """The saturation probe's observations: ``rows`` (any: layer 0's zero weights ignore them), or white frames
+    for a conv torso on pixels."""
+    return np.full_like(rows, 255) if _white_frames(spec) else rows
+
+
 def saturation_tensors(spec: PolicySpec) -> dict[str, EncodedTensor]:
     """A message whose int8 layers see constant top-of-grid activations and +127 codes (module docstring).
 
-    Layer 0 has zero weights and bias 1, so the next activation is ``tanh(1)`` (a first LayerNorm, D4PG's, outputs
+    With a conv torso on pixels the probe's frames are white (:func:`saturation_inputs`): every layer, the first
+    convolution included, has codes +127 and outputs 1 as the later layers below. Otherwise layer 0 has zero
+    weights and bias 1, so the next activation is ``tanh(1)`` (a first LayerNorm, D4PG's, outputs
     its bias 1 on a constant input) or ``relu(1) = elu(1) = 1``, whatever the observation. Each later
     hidden layer has codes +127 and per-row scale ``1 / (a * 127 * fan_in)`` for its constant input ``a``, so it
     outputs 1 (and ``elu(1) = relu(1) = 1``); head row ``j`` outputs ``SATURATION_HEAD_OUTPUT * (j + 1) /
@@ -100,7 +114,7 @@ def saturation_tensors(spec: PolicySpec) -> dict[str, EncodedTensor]:
     activation = float(np.tanh(1.0)) if spec.algo.network.first_layer_norm else 1.0
     for i, (prefix, shape) in enumerate(layers):
         fan_out, fan_in = shape[0], int(np.prod(shape[1:]))
-        if i == 0:
+        if i == 0 and not _white_frames(spec):
             codes = np.zeros(shape, np.int8)
             scale = np.ones(fan_out, np.float32)
             bias = np.ones(fan_out, np.float32)
@@ -138,7 +152,7 @@ def standard_probes(spec: PolicySpec, batch: int = 1) -> list[Probe]:
     probes = []
     for name, tensors, rows in (
         ("random", probe_tensors(spec), x),
-        ("saturation", saturation_tensors(spec), x[: max(2 * batch, 8)]),
+        ("saturation", saturation_tensors(spec), saturation_inputs(spec, x[: max(2 * batch, 8)])),
     ):
         probes.append(Probe(name, tensors, rows, reference_outputs(spec, tensors, rows)))
     return probes
