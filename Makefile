@@ -18,16 +18,17 @@ VENV_NEED_MIB := 7800
 PIP_TMP_NEED_MIB := 3700
 VENV_DISK_CHECK ?= 1
 
-.PHONY: run test test-avx2 test-fast lint format bench reproduce reproduce-cpu reproduce-cpu-learnerbound \
+.PHONY: run test test-avx2 test-fast lint lock format bench reproduce reproduce-cpu reproduce-cpu-learnerbound \
   reproduce-cpu-actorbound reproduce-cpu-subset reproduce-qat reproduce-qat-subset venv clean help
 
 help:
 	@echo "make run        train DQN (3x2048) on CartPole-v1 with int8 actors to return 195 (<= 10 min), print the summary"
 	@echo "make test       the full CPU test suite: unit and reverb tests on TEST_WORKERS xdist workers (a core, 2 GiB each),"
 	@echo "                then integration, slow, faults, ray and docker tests one at a time"
-	@echo "make test-fast  unit tests only (TEST_WORKERS workers)"
+	@echo "make test-fast  the unit tier: in-process tests of tests/unit, no Reverb server, no process started"
 	@echo "make test-avx2  kernel and parity tests with oneDNN/ATen limited to AVX2 (part of make test on AVX512 CPUs)"
 	@echo "make lint       ruff check + format check"
+	@echo "make lock       re-resolve requirements.lock and requirements-runtime.lock from pyproject.toml"
 	@echo "make bench      quick benchmarks and the report into runs/bench (BENCH_OUT=... to choose)"
 	@echo "make reproduce  the paper's experiments (hours)"
 	@echo "make reproduce-cpu  Table 2 on this CPU, resumable: issue 20's learner-bound grid (reproduce-cpu-learnerbound,"
@@ -43,6 +44,11 @@ help:
 	@echo "                on a 2-vCPU AMD EPYC Zen 4 VM by two workers at OMP_NUM_THREADS=1 (Makefile comment: per cell)"
 
 venv: $(STAMP)
+
+# Re-resolve requirements.lock ('.[all]') and requirements-runtime.lock ('.') from pyproject.toml, keeping every pin
+# that still fits (delete a line of requirements.lock first to move that pin). Needs a package index; ~3 min.
+lock: $(STAMP)
+	$(PY) .ci/lock.py
 
 # Find Python 3.10: $PYTHON310, python3.10 on PATH (if it really runs), then pyenv's 3.10.x installs.
 # pip byte-compiles what it installs one file at a time: for the lock's ~24,000 .py files that is about half of a
@@ -138,7 +144,7 @@ test-avx2: $(STAMP)
 	fi
 
 test-fast: $(STAMP)
-	$(PY) -m pytest $(XDIST) -m "not ($(SERIAL_MARKERS) or reverb)" $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m "not ($(SERIAL_MARKERS) or reverb or subprocess)" tests/unit $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check actorq launch tests
@@ -156,8 +162,8 @@ bench: $(STAMP)
 	$(VENV)/bin/actorq bench policy --quick --json $(BENCH_OUT)/policy.json
 	$(VENV)/bin/actorq bench actors configs/d4pg/dmc_cartpole_balance.yaml --precisions fp32,int8 --actors 1 --update-period 1000 --seconds 10 --repeats 2 --json $(BENCH_OUT)/actors_quick.json
 	$(VENV)/bin/actorq bench learner configs/d4pg/dmc_cartpole_balance.yaml --seconds 10 --repeats 2 --json $(BENCH_OUT)/learner_quick.json
-	$(VENV)/bin/actorq bench ablation configs/d4pg/dmc_cartpole_balance.yaml --seconds 5 --repeats 1 --sweep-periods 10,100,1000 --json $(BENCH_OUT)/ablation_quick.json
-	$(VENV)/bin/actorq bench acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --quick --out $(BENCH_OUT)/acme-baseline-quick
+	$(VENV)/bin/actorq ablation configs/d4pg/dmc_cartpole_balance.yaml --seconds 5 --repeats 1 --sweep-periods 10,100,1000 --json $(BENCH_OUT)/ablation_quick.json
+	$(VENV)/bin/actorq acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --quick --out $(BENCH_OUT)/acme-baseline-quick
 	$(VENV)/bin/actorq report $(BENCH_OUT)/acme-baseline-quick --bench $(BENCH_OUT)/actors_quick.json --bench $(BENCH_OUT)/ablation_quick.json --out $(BENCH_OUT)/report
 
 # The paper's task set per precision and seed, the Acme baseline, and the report (many hours; resumable), into the
@@ -167,7 +173,7 @@ reproduce: $(STAMP)
 	for cfg in configs/d4pg/dmc_*.yaml configs/dqn/gym_*.yaml; do \
 	  $(VENV)/bin/actorq experiment $$cfg --precisions fp32,fp16,int8 --seeds 3 --out $(REPRODUCE_OUT)/$$(basename $$cfg .yaml) || exit 1; \
 	done
-	$(VENV)/bin/actorq bench acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --out $(REPRODUCE_OUT)/acme-baseline
+	$(VENV)/bin/actorq acme-baseline configs/d4pg/dmc_cartpole_balance.yaml --out $(REPRODUCE_OUT)/acme-baseline
 	$(VENV)/bin/actorq report $(REPRODUCE_OUT)/* --out $(REPRODUCE_OUT)/report
 
 # Issue 20's Table 2 on this CPU (2 actors; no GPU): three tasks x fp32/fp16/int8 x $(CPU_SEEDS) seeds x two

@@ -11,15 +11,16 @@ import importlib
 import logging
 import sys
 
-from actorq.launchers import experiment, grid, train
+from actorq.launchers import train
 from actorq.launchers.train import cmd_train, resolve_train_config
+from actorq.plan import cli as plan_cli
 from actorq.roles import cli as role_cli
 from actorq.roles.cli import cmd_role
-from actorq.usage import EXIT_USAGE, CliError, run_command
+from actorq.usage import run_command
 
 log = logging.getLogger("actorq")
 
-__all__ = ["EXIT_USAGE", "CliError", "build_parser", "cmd_role", "cmd_train", "main", "resolve_train_config"]
+__all__ = ["build_parser", "cmd_role", "cmd_train", "main", "resolve_train_config"]
 
 
 # -- tasks --------------------------------------------------------------------------------------------------------
@@ -50,14 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optional(bench, bench_sub, "actorq.bench.learner", "add_parser")
     _add_optional(bench, bench_sub, "actorq.bench.replay", "add_parser")
     _add_optional(bench, bench_sub, "actorq.bench.comm", "add_parser")
-    _add_optional(bench, bench_sub, "actorq.bench.ablation", "add_parser")
-    _add_optional(bench, bench_sub, "actorq.bench.acme_baseline", "add_parser")
     _add_optional(bench, bench_sub, "actorq.studies.cli", "add_bench_parser")
     _add_optional(parser, sub, "actorq.studies.cli", "add_subcommands")
     _add_optional(parser, sub, "actorq.report.cli", "add_subcommands")
-    _add_optional(parser, sub, "actorq.bench.plan", "add_parser")
-    experiment.add_parser(sub)
-    grid.add_parser(sub)
+    plan_cli.add_parser(sub)
+    # The lab's commands (experiments of many runs, reports, studies): registered when the lab is installed.
+    _add_optional(parser, sub, "actorq.experiments.experiment", "add_parser")
+    _add_optional(parser, sub, "actorq.experiments.grid", "add_parser")
+    _add_optional(parser, sub, "actorq.experiments.ablation", "add_parser")
+    _add_optional(parser, sub, "actorq.experiments.acme_baseline", "add_parser")
     return parser
 
 
@@ -84,7 +86,7 @@ def _add_optional(owner: argparse.ArgumentParser, subparsers, module: str, funct
 
 def main(argv: list[str] | None = None) -> int:
     """The ``actorq`` command; returns its exit status (2 and one ``error:`` line for bad input)."""
-    return run_command(build_parser(), argv, role_cli.user_errors())
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from typing import Any, Protocol, runtime_checkable
 import dm_env
 import numpy as np
 
+from actorq.errors import ActorQError
+
 
 @runtime_checkable
 class Adder(Protocol):
@@ -33,7 +35,7 @@ class Adder(Protocol):
     def reset(self) -> None: ...
 
 
-class WeightsUnavailableError(ConnectionError):
+class WeightsUnavailableError(ActorQError, ConnectionError):
     """A :class:`WeightSubscriber` could not reach its weights (replay restarting, link down); worth retrying."""
 
 

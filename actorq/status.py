@@ -28,13 +28,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from actorq.errors import ActorQError
+
 log = logging.getLogger(__name__)
+
+RUN_DIR_FORMAT = 1
+"""The version of the run directory's layout and files (``config.yaml``, ``summary.json``, ``<role>/metrics.csv``,
+``<role>/status.json``; docs/usage.md#run-directories), written into ``summary.json`` as ``run_dir_format``. The run
+directory is the one interface between the runtime and the lab: a change a reader of an older layout would
+misread raises this number, and readers refuse a newer one than they know."""
 
 STATUS_FILE = "status.json"
 """The file name of a role's status record inside its directory (``RUN_DIR/<label>/``)."""
 
 
-class StatusError(ValueError):
+class StatusError(ActorQError, ValueError):
     """A status record that is not one this version of ActorQ writes (unknown role, fields missing, extra or mistyped)."""
 
 

@@ -1,4 +1,4 @@
-"""Timing of the actor's runtime: per-component wall-time accumulators and the components' names."""
+"""Timing of the actor's runtime (per-component wall-time accumulators and the components' names), and periods."""
 
 from __future__ import annotations
 
@@ -33,3 +33,18 @@ class Timers:
 
     def snapshot(self) -> dict[str, float]:
         return dict(self.totals)
+
+
+class Periodic:
+    """True once every ``period_s`` seconds (first call returns True after one period)."""
+
+    def __init__(self, period_s: float):
+        self.period_s = period_s
+        self._next = time.monotonic() + period_s
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now >= self._next:
+            self._next = now + self.period_s
+            return True
+        return False

@@ -14,10 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 
-EXIT_USAGE = 2
-"""Exit status of a command given bad input (argparse's too)."""
-EXIT_INTERRUPTED = 130
-"""Exit status of a run or experiment stopped by Ctrl-C or SIGTERM (the shell's 128 + SIGINT)."""
+from actorq.errors import REPORTED, ActorQError
 
 LOG_FORMAT = "%(asctime)s %(levelname).1s [%(process)d %(name)s] %(message)s"
 """Every actorq process's log line: time, level, pid and logger (role logs of one run interleave by pid)."""
@@ -78,17 +75,12 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0, "an integer >= 0")
 
 
-class CliError(Exception):
-    """A user error: printed as ``error: ...`` with exit status 2."""
-
-
-def run_command(
-    parser: argparse.ArgumentParser, argv: list[str] | None, user_errors: tuple[type[BaseException], ...]
-) -> int:
+def run_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     """Parse ``argv`` with ``parser``, run the chosen ``func`` and return its exit status.
 
     ``key=value`` overrides may come after options too (argparse stops filling positionals at the first option).
-    ``user_errors`` (and :class:`CliError`) are the user's mistakes: printed as one ``error:`` line, exit 2.
+    An :class:`~actorq.errors.ActorQError` the user can act on (bad input, an unreachable peer) is printed as one
+    ``error:`` line and ends the command with its exit status (2 or 3; :mod:`actorq.errors`).
     """
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -100,9 +92,11 @@ def run_command(
         setup_logging()
     try:
         return int(args.func(args) or 0)
-    except (CliError, *user_errors) as exc:
+    except ActorQError as exc:
+        if exc.exit_code not in REPORTED:
+            raise
         sys.stderr.write(f"error: {exc}\n")
-        return EXIT_USAGE
+        return int(exc.exit_code)
 
 
 def module_main(
@@ -110,9 +104,6 @@ def module_main(
     prog: str,
     description: str,
     argv: list[str] | None,
-    user_errors: tuple[type[BaseException], ...],
 ) -> int:
     """``python -m MODULE``: one command's arguments on a parser of its own, run as :func:`run_command` does."""
-    return run_command(
-        add_arguments(argparse.ArgumentParser(prog=prog, description=description)), argv, user_errors
-    )
+    return run_command(add_arguments(argparse.ArgumentParser(prog=prog, description=description)), argv)

@@ -1,7 +1,7 @@
 """Train once per precision and seed, interleaved and resumable.
 
 ``python launch/experiment.py CONFIG --out DIR [--precisions fp32,fp16,int8] [--seeds 3] ...`` is
-``actorq experiment ...``; the orchestration itself is :mod:`actorq.launchers.experiment`.
+``actorq experiment ...``; the orchestration itself is :mod:`actorq.experiments.experiment`.
 """
 
 import sys

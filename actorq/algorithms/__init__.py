@@ -26,6 +26,7 @@ import pkgutil
 from importlib import metadata
 
 from actorq.algorithms.base import Algorithm, PolicyNetwork, Ref, VerificationResult
+from actorq.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ _BROKEN: dict[str, str] = {}
 _discovered = False
 
 
-class UnknownAlgorithmError(ValueError):
+class UnknownAlgorithmError(UsageError):
     """No algorithm of that name is registered; the message lists the registered ones."""
 
 

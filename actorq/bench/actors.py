@@ -34,16 +34,6 @@ from typing import Any
 import numpy as np
 
 from actorq.bench.actors_summary import amdahl_notes, format_table, summarize
-from actorq.bench.actors_worker import Variant, WorkerPool, bench_config, reference_state
-from actorq.bench.common import (
-    blocks_document,
-    config_meta,
-    cpu_line,
-    interleave,
-    machine_info,
-    parse_list,
-    write_json,
-)
 from actorq.bench.floors import batching_notes
 from actorq.config import (
     AUTO_COMM_BITS,
@@ -52,6 +42,16 @@ from actorq.config import (
     ConfigError,
     ExperimentConfig,
     load_config,
+)
+from actorq.measure.actors_worker import Variant, WorkerPool, bench_config, reference_state
+from actorq.measure.common import (
+    blocks_document,
+    config_meta,
+    cpu_line,
+    interleave,
+    machine_info,
+    parse_list,
+    write_json,
 )
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.common import repeat_rates, set_speedup
+from actorq.measure.common import repeat_rates, set_speedup
 from actorq.timers import BREAKDOWN_COMPONENTS
 
 

@@ -38,10 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from actorq.bench.actors_worker import BENCH_MAX_SIZE
 from actorq.bench.comm_summary import block_record, format_table, notes, summarize
 from actorq.bench.comm_worker import start_worker
-from actorq.bench.common import (
+from actorq.bench.netns import NamespaceHosts, check_rate, rate_bits_per_s, unavailable_reason
+from actorq.config import COMM_BITS, ConfigError, ExperimentConfig, load_config, replace, save_config
+from actorq.measure.actors_worker import BENCH_MAX_SIZE
+from actorq.measure.common import (
     START_DELAY_S,
     START_TIMEOUT_S,
     blocks_document,
@@ -53,9 +55,7 @@ from actorq.bench.common import (
     parse_list,
     write_json,
 )
-from actorq.bench.netns import NamespaceHosts, check_rate, rate_bits_per_s, unavailable_reason
-from actorq.bench.worker_protocol import BenchWorker
-from actorq.config import COMM_BITS, ConfigError, ExperimentConfig, load_config, replace, save_config
+from actorq.measure.protocol import BenchWorker
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ def placement(plan: CommPlan, workdir: Path) -> Iterator[Placement]:
 
 def run_bench(config: ExperimentConfig, plan: CommPlan) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Start the hosts (``plan.netns``) and workers, run the blocks, remove everything; (records, hosts)."""
-    from actorq.roles.weights_key import ensure_run_key
+    from actorq.weights_key import ensure_run_key
 
     workdir = Path(tempfile.mkdtemp(prefix="actorq-bench-comm-"))
     plan = dataclasses.replace(plan, key_file=ensure_run_key(workdir))  # signed messages, as in training

@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from actorq.bench.common import wait_until
-from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
+from actorq.measure.common import wait_until
+from actorq.measure.protocol import BenchWorker, open_protocol, reply, serve
 from actorq.usage import child_environment
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def start_worker(
 def learner_variables(config, seed: int = 0) -> dict[str, Any]:
     """The policy's initial weights as the learner publishes them: under their TensorFlow names, in TF's layout
     (the inverse of :func:`actorq.networks.mapping.tf_to_torch_state`)."""
-    from actorq.bench.actors_worker import reference_state
+    from actorq.measure.actors_worker import reference_state
     from actorq.networks.mapping import torch_to_tf_state
     from actorq.roles.torso import run_torso
 
@@ -96,7 +96,7 @@ class Publisher:
 
     def prepare(self, config, run_dir: str, key_file: str) -> dict[str, Any]:
         from actorq.roles.quantizer import QuantizerRole
-        from actorq.roles.weights_key import load_key_file
+        from actorq.weights_key import load_key_file
 
         self.close_role()
         self.key = load_key_file(key_file)
@@ -171,7 +171,7 @@ class Actor:
 
     def prepare(self, config, run_dir: str, key_file: str, index: int) -> dict[str, Any]:
         from actorq.roles.actor import ActorRole
-        from actorq.roles.weights_key import load_key_file
+        from actorq.weights_key import load_key_file
 
         self.close()
         self.role = ActorRole(

@@ -3,7 +3,7 @@
 This process starts a Reverb server with the experiment's tables but no samples-per-insert limiter (the learner
 never waits for actors) and fills the experience table with real n-step transitions (uniformly random actions in
 the task, through Acme's adder). Each *variant* (a set of ``learner.*`` settings, see
-:mod:`actorq.bench.learner_variants`) runs in its own worker process, ``python -m actorq.bench.learner_worker``,
+:mod:`actorq.measure.learner_variants`) runs in its own worker process, ``python -m actorq.measure.learner_worker``,
 with its environment set before TensorFlow loads (``learner.onednn`` cannot change once it has). Workers build
 the real :class:`~actorq.roles.learner.LearnerRole` (Acme learner, replay dataset, background weight publisher)
 and take JSON-line commands on stdin. Blocks of ``--seconds`` interleave the variants in an order rotated each
@@ -30,54 +30,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from actorq.bench.common import (
+from actorq.bench.learner_summary import format_table, summarize
+from actorq.config import ConfigError, ExperimentConfig, load_config, save_config
+from actorq.measure.common import (
     close_workdir,
     config_meta,
     cpu_flags,
     interleave,
     machine_info,
-    random_action,
     write_json,
 )
-from actorq.bench.learner_summary import format_table, summarize
-from actorq.bench.learner_variants import LearnerVariant, bench_config, parse_variant
-from actorq.bench.learner_worker import STOP_TIMEOUT_S, start_worker
-from actorq.bench.worker_protocol import BenchWorker
-from actorq.config import ConfigError, ExperimentConfig, load_config, save_config
+from actorq.measure.learner_variants import LearnerVariant, bench_config, parse_variant
+from actorq.measure.learner_worker import START_TIMEOUT_S, STOP_TIMEOUT_S, prefill, start_worker
+from actorq.measure.protocol import BenchWorker
 
 log = logging.getLogger(__name__)
 
 ACTOR_MARGIN_S = 2.0
 """With ``--actors``: actors step this much longer than the learner, so they cover its whole measured window."""
-START_TIMEOUT_S = 900.0
-"""TensorFlow import, tracing and (with XLA) compiling the 3x2048 update on a loaded 2-core machine."""
-
-
-def prefill(client: Any, config: ExperimentConfig, transitions: int, seed: int = 0) -> int:
-    """Write ``transitions`` real n-step transitions (uniformly random actions) into the experience table."""
-    from actorq.envs import make_environment
-    from actorq.replay.experience import make_adder
-
-    rng = np.random.default_rng(seed)
-    env = make_environment(config.env, seed=seed)
-    spec = env.action_spec()
-    adder = make_adder(client, config)
-    written = 0
-    timestep = env.reset()
-    adder.add_first(timestep)
-    while written < transitions:
-        action = random_action(spec, rng)
-        timestep = env.step(action)
-        adder.add(action, timestep)
-        written += 1
-        if timestep.last():
-            timestep = env.reset()
-            adder.add_first(timestep)
-    adder.reset()
-    env.close()
-    return written
 
 
 def run_bench(
@@ -149,7 +119,7 @@ def run_bench(
 
 def _start_actors(stack: contextlib.ExitStack, config: ExperimentConfig, n: int):
     """``n`` actor worker processes with the config's actor settings and a published policy (own replay)."""
-    from actorq.bench.actors_worker import Variant, WorkerPool, bench_config, reference_state
+    from actorq.measure.actors_worker import Variant, WorkerPool, bench_config, reference_state
 
     variant = Variant(config.actor.precision, config.comm_bits, config.actor.update_period)
     cfg = bench_config(config, variant, n)

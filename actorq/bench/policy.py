@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.common import interleave, write_json
 from actorq.bench.policy_layers import LAYER_BATCHES, format_layers, layer_records
 from actorq.config import BYTES_PER_WEIGHT
 from actorq.hardware import cpu_summary, hardware_record, read_bandwidth_gbs
+from actorq.measure.common import interleave, write_json
 
 logger = logging.getLogger(__name__)
 

@@ -33,7 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.common import (
+from actorq.bench.replay_summary import format_table, notes, projection, summarize
+from actorq.bench.replay_worker import SETTLE_S, SETTLE_TIMEOUT_S, start_worker
+from actorq.config import ConfigError, ExperimentConfig, load_config, replace, save_config
+from actorq.measure.common import (
     START_DELAY_S,
     START_TIMEOUT_S,
     blocks_document,
@@ -46,10 +49,7 @@ from actorq.bench.common import (
     wait_until,
     write_json,
 )
-from actorq.bench.replay_summary import format_table, notes, projection, summarize
-from actorq.bench.replay_worker import SETTLE_S, SETTLE_TIMEOUT_S, start_worker
-from actorq.bench.worker_protocol import BenchWorker
-from actorq.config import ConfigError, ExperimentConfig, load_config, replace, save_config
+from actorq.measure.protocol import BenchWorker
 
 log = logging.getLogger(__name__)
 

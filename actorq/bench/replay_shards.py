@@ -12,7 +12,7 @@ After a block's end the sampler keeps sampling, uncounted, until the writers hav
 Each server's CPU seconds are read from its process (``psutil``) around the block; ``server_cpu_s_per_1000_items``
 divides their sum by the inserts and samples the N servers completed, ``server_cpu_s_per_1000_inserts`` by the
 inserts alone (each insert with its ~spi samples: what a replay core pays per actor env step). Block kinds (one per
-shard count) interleave in an order rotated each repeat (:func:`actorq.bench.common.interleave`); the table gives
+shard count) interleave in an order rotated each repeat (:func:`actorq.measure.common.interleave`); the table gives
 medians over blocks.
 """
 
@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 import psutil
 
-from actorq.bench.common import START_DELAY_S, START_TIMEOUT_S, close_workdir, interleave, wait_until
 from actorq.bench.replay_worker import SETTLE_S, SETTLE_TIMEOUT_S, start_worker
-from actorq.bench.worker_protocol import BenchWorker
 from actorq.config import ExperimentConfig, replace, save_config
 from actorq.config.shards import actor_shard
+from actorq.measure.common import START_DELAY_S, START_TIMEOUT_S, close_workdir, interleave, wait_until
+from actorq.measure.protocol import BenchWorker
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from actorq.bench.common import random_action, wait_until
-from actorq.bench.worker_protocol import BenchWorker, open_protocol, reply, serve
+from actorq.measure.common import random_action, wait_until
+from actorq.measure.protocol import BenchWorker, open_protocol, reply, serve
 from actorq.usage import child_environment
 
 log = logging.getLogger(__name__)

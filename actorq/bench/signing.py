@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.bench.common import cpu_flags, interleave, machine_info, write_json
+from actorq.measure.common import cpu_flags, interleave, machine_info, write_json
 from actorq.networks.mapping import torch_state_shapes
 from actorq.quantize.codec import encode_message, read_header
 from actorq.quantize.signing import POLICY_STREAM, TAG_BYTES, generate_key, sign, verify

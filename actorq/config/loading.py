@@ -30,10 +30,11 @@ from actorq.config.schema import (
     ExperimentConfig,
 )
 from actorq.config.shards import check_shards
+from actorq.errors import UsageError
 from actorq.status import ROLE_NAMES
 
 
-class ConfigError(ValueError):
+class ConfigError(UsageError):
     """A configuration file or override is invalid; the message says which key and what is allowed."""
 
 

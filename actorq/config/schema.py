@@ -281,7 +281,7 @@ class ExperimentConfig:
     """Stop after this many environment steps summed over actors; 0 = no limit."""
     target_return: float | None = None
     """Stop once the run reaches this return by the report's rule (the trailing mean of
-    ``actorq.report.stats.DEFAULT_WINDOW`` evaluations made after the learner's first update); the report then takes
+    ``actorq.target.DEFAULT_WINDOW`` evaluations made after the learner's first update); the report then takes
     it as the task's reward threshold, fixed before the runs instead of derived from the best fp32 run. null = never
     stop early."""
     launcher: str = "local"

@@ -15,6 +15,7 @@ import numpy as np
 from dm_env import specs
 
 from actorq.config import GYM_TASKS, EnvConfig
+from actorq.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 
 
-class UnknownTaskError(ValueError):
+class UnknownTaskError(UsageError):
     """The task is not one ActorQ knows; the message lists the valid ones."""
 
 

@@ -8,6 +8,5 @@ roles as Launchpad nodes), :mod:`~actorq.launchers.inprocess` (threads of one pr
 :mod:`~actorq.launchers.ray_placement` (Ray actors on a cluster). They share :mod:`~actorq.launchers.topology` (the
 roles and their command lines), :mod:`~actorq.launchers.monitor` (stop conditions, progress and summary.json from
 the roles' status records) and :mod:`~actorq.launchers.energy` (CPU time and energy of a run).
-:mod:`~actorq.launchers.experiment` is ``actorq experiment`` (one run per precision and seed) on
-:mod:`~actorq.launchers.orchestration`, which the Acme baseline bench uses too.
+Experiments of many runs (``actorq experiment``, ``actorq grid``) are lab code: :mod:`actorq.experiments`.
 """

@@ -15,8 +15,10 @@ from typing import Any
 
 import psutil
 
+from actorq.errors import ActorQError
 
-class LaunchpadSurfaceError(RuntimeError):
+
+class LaunchpadSurfaceError(ActorQError, RuntimeError):
     """The installed Launchpad lacks a private member ActorQ relies on."""
 
 

@@ -21,11 +21,12 @@ import time
 
 import psutil
 
+from actorq.errors import ExitCode
 from actorq.launchers.launchpad_adapter import active_workers, check_surface, disable_signals
 from actorq.launchers.placement import Placement, RunContext
 from actorq.launchers.topology import RoleSpec
 from actorq.status import ReplayStatus
-from actorq.usage import EXIT_USAGE, setup_logging
+from actorq.usage import setup_logging
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ def run_role_node(
     """
     from actorq.config import load_config
     from actorq.roles import main as role_main
-    from actorq.roles.weights_key import WeightsKeyError
+    from actorq.weights_key import WeightsKeyError
 
     setup_logging()
     try:
@@ -56,7 +57,7 @@ def run_role_node(
         )
     except WeightsKeyError as exc:  # as `actorq role` reports it
         log.error("%s", exc)
-        code = EXIT_USAGE
+        code = ExitCode.USAGE
     # Like `actorq role`: skip interpreter teardown (Reverb writer destructors can block); exit with the status.
     logging.shutdown()
     sys.stdout.flush()

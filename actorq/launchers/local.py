@@ -19,7 +19,7 @@ from pathlib import Path
 
 from actorq.launchers.placement import Placement, RunContext
 from actorq.launchers.topology import RoleSpec, role_command
-from actorq.roles.common import learner_environment
+from actorq.roles.process_setup import learner_environment
 from actorq.status import ReplayStatus
 from actorq.usage import child_environment
 

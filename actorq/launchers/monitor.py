@@ -19,8 +19,8 @@ from statistics import mean
 from actorq.config import ExperimentConfig
 from actorq.config.shards import actor_shard, replay_label
 from actorq.metrics import json_safe
-from actorq.report.stats import DEFAULT_WINDOW, first_crossing
 from actorq.status import (
+    RUN_DIR_FORMAT,
     ActorStatus,
     Evaluation,
     EvaluatorStatus,
@@ -29,6 +29,7 @@ from actorq.status import (
     ReplayStatus,
     RoleStatus,
 )
+from actorq.target import DEFAULT_WINDOW, first_crossing
 from actorq.timers import BREAKDOWN_COMPONENTS
 
 REPLAY_COUNTS = ("inserts", "samples", "size", "actor_steps")
@@ -137,7 +138,7 @@ class RunMonitor:
         """The evaluation at which the run reached ``target_return`` (None: not yet, or no target).
 
         The report's rule, so that a run stopped at its target is the run the report counts as having reached it
-        (:func:`actorq.report.stats.first_crossing`): the trailing mean of ``DEFAULT_WINDOW`` evaluations made
+        (:func:`actorq.target.first_crossing`): the trailing mean of ``DEFAULT_WINDOW`` evaluations made
         after the learner's first update. One lucky greedy episode of an untrained network (CartPole's can score
         500) neither stops the run nor counts."""
         target, ev = self.config.target_return, self.evaluations()
@@ -247,6 +248,7 @@ class RunMonitor:
             breakdown[comp] = mean(per_actor) if per_actor else 0.0
         learner, quantizer = self.learner(), self.quantizer()
         summary = {
+            "run_dir_format": RUN_DIR_FORMAT,
             "algorithm": self.config.algorithm,
             "task": f"{self.config.env.suite}:{self.config.env.task}",
             "precision": self.config.actor.precision,

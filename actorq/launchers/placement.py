@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 from actorq.config import ExperimentConfig
 from actorq.config.shards import join_addresses
 from actorq.launchers.topology import RoleSpec
-from actorq.roles.weights_key import describe, load_key_file
 from actorq.status import RoleStatus, read_status
+from actorq.weights_key import describe, load_key_file
 
 log = logging.getLogger(__name__)
 

@@ -29,6 +29,8 @@ import socket
 import time
 from typing import Any
 
+from actorq.errors import UsageError
+
 log = logging.getLogger(__name__)
 
 LOOPBACK_BIND = "127.0.0.1"
@@ -51,7 +53,7 @@ the method a gRPC stub sets up ("" for a message used as is). Checked by
 :func:`missing_surface` (tests/unit/test_ray_surface.py), so a Ray that renamed one fails there, not in a run."""
 
 
-class RayLauncherError(RuntimeError):
+class RayLauncherError(UsageError):
     """Ray is missing, or the cluster cannot be joined or started; the message says how to fix it."""
 
 

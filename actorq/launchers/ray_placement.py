@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 
 from actorq.config import to_dict
 from actorq.config.shards import shard_port
+from actorq.errors import ExitCode
 from actorq.launchers.placement import Placement, RunContext
 from actorq.launchers.ray_connect import (
     RayLauncherError,
@@ -43,10 +44,10 @@ from actorq.launchers.ray_connect import (
 )
 from actorq.launchers.ray_starts import StartCounts
 from actorq.launchers.topology import RoleSpec
-from actorq.roles.common import EXIT_FAILED, learner_environment
-from actorq.roles.weights_key import describe, load_key_file
+from actorq.roles.process_setup import learner_environment
 from actorq.status import RoleStatus, from_dict
 from actorq.usage import CHILD_ENV
+from actorq.weights_key import describe, load_key_file
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +223,7 @@ class RayPlacement(Placement):
                 f"a slow start): see `ray status` and {self.run.run_dir / 'logs' / f'{spec.label}.log'}"
             ) from None
         except ray.exceptions.RayActorError as exc:
-            role.final = EXIT_FAILED
+            role.final = ExitCode.FAILED
             raise RuntimeError(f"replay failed to start under Ray: {exc}") from None
 
     def exit_code(self, label: str) -> int | None:
@@ -242,7 +243,7 @@ class RayPlacement(Placement):
             return None  # being restarted by Ray
         except ray.exceptions.RayActorError as exc:  # ActorDiedError: out of restarts, or not restartable
             log.warning("%s is dead for good under Ray: %s", label, str(exc).splitlines()[0])
-            role.final = EXIT_FAILED
+            role.final = ExitCode.FAILED
             return role.final
         if code is not None:
             role.final = int(code)
@@ -296,7 +297,7 @@ class RayPlacement(Placement):
                         role.final = int(ray.get(ref))
                         self._take_final_record(role)  # the record it wrote as it stopped, for the summary
                     except ray.exceptions.RayActorError:
-                        role.final = EXIT_FAILED
+                        role.final = ExitCode.FAILED
             # The worker process of a stopped role would otherwise idle on: kill it (and tell Ray not to restart).
             ray.kill(role.handle, no_restart=True)
             codes[label] = role.final

@@ -7,7 +7,7 @@ loop on a thread; the actor is threaded (``max_concurrency`` > 1) so :meth:`Role
 
 Only plain values cross Ray: the config as its dict (:func:`actorq.config.to_dict`), paths, the status record as
 :func:`actorq.status.to_dict`. The weights key never does: each role reads the key file the launcher names on its own
-host, by the one key rule (:func:`actorq.roles.weights_key.find_key_file`), and tells the placement the run id of
+host, by the one key rule (:func:`actorq.weights_key.find_key_file`), and tells the placement the run id of
 what it read (:meth:`RoleActor.where`), so summary.json names the key the roles actually use.
 
 This module imports no Ray at import time (Ray loads it in its workers; ``import actorq.launchers`` needs no Ray).
@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from actorq.config import config_from_dict
+from actorq.errors import ExitCode
 from actorq.launchers.ray_starts import record_start
 from actorq.roles import RoleHost
-from actorq.roles.common import EXIT_FAILED
-from actorq.roles.weights_key import describe
 from actorq.status import to_dict
 from actorq.usage import setup_logging
+from actorq.weights_key import describe
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def _exit_on_failure(host: RoleHost) -> None:
     if host.error:
         for handler in logging.getLogger().handlers:
             handler.flush()
-        os._exit(EXIT_FAILED)
+        os._exit(ExitCode.FAILED)
 
 
 class RoleActor:

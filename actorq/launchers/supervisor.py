@@ -21,13 +21,13 @@ from typing import Any
 
 from actorq.config import ExperimentConfig
 from actorq.config.shards import shard_port
+from actorq.errors import ExitCode
 from actorq.launchers.energy import EnergyMeter
 from actorq.launchers.monitor import RunMonitor
 from actorq.launchers.placement import Placement, RunContext
 from actorq.launchers.summary_text import human_summary
 from actorq.launchers.topology import RoleSpec, topology
-from actorq.roles.weights_key import run_key_file
-from actorq.usage import EXIT_INTERRUPTED
+from actorq.weights_key import run_key_file
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ EXIT_CODES = {
     "max_actor_steps": 0,
     "max_learner_steps": 0,
     "role_failed": 1,
-    "interrupted": EXIT_INTERRUPTED,
+    "interrupted": ExitCode.INTERRUPTED,
 }
 """The process exit status for each stop reason."""
 
@@ -68,7 +68,7 @@ def run_context(
     weights_key_file: str | Path | None = None,
 ) -> RunContext:
     """The run's context: its replay port and weights key file, by the one key rule
-    (:func:`actorq.roles.weights_key.run_key_file`: ``weights_key_file``, else ``$ACTORQ_WEIGHTS_KEY_FILE``, else
+    (:func:`actorq.weights_key.run_key_file`: ``weights_key_file``, else ``$ACTORQ_WEIGHTS_KEY_FILE``, else
     ``RUN_DIR/secrets/weights.key``, created for a new run and reused by ``--resume``; none with
     ``insecure_weights``). Every role is then given that file."""
     import portpicker

@@ -2,7 +2,7 @@
 
 The config comes from a YAML file (or a resumed run's ``RUN_DIR/config.yaml``), then ``section.key=value``
 overrides, then flags; it is validated before any process starts. The run directory must be new or empty (or the
-resumed run's own). ``actorq experiment`` and ``actorq bench acme-baseline`` start each run as
+resumed run's own). ``actorq experiment`` and ``actorq acme-baseline`` start each run as
 ``python -m actorq.launchers.train ...``, the same command as ``actorq train ...``.
 """
 
@@ -28,10 +28,18 @@ from actorq.config import (
     save_config,
 )
 from actorq.config.flags import ConfigFlag, add_config_flags, flag_overrides
-from actorq.roles.cli import user_errors
-from actorq.usage import CliError, module_main
+from actorq.errors import UsageError
+from actorq.usage import module_main
 
 log = logging.getLogger(__name__)
+
+RUN_EXIT_DEADLINE_S = 110.0
+"""How long an ``actorq train`` process may take to end after its first SIGTERM or Ctrl-C before it dumps every
+thread's stack to its log and exits (status 1), however stuck its main thread is
+(:func:`actorq.roles.signals.exit_after_stop_signal`). Longer than the slowest orderly stop (in-process: 90 s),
+shorter than an experiment's grace for a run it stops (``actorq.experiments.orchestration.RUN_STOP_GRACE_S``), so a
+wedged run ends itself, with the stacks that say where, before it is
+SIGKILLed (a SIGKILL leaves no trace of why)."""
 
 
 TRAIN_FLAGS = (
@@ -56,12 +64,12 @@ def check_new_run_dir(run_dir: Path) -> None:
     try:
         entries = sorted(p.name for p in run_dir.iterdir()) if run_dir.is_dir() else []
     except (OSError, ValueError) as exc:
-        raise CliError(f"--run-dir {run_dir} cannot be read ({exc}): pick another --run-dir") from None
+        raise UsageError(f"--run-dir {run_dir} cannot be read ({exc}): pick another --run-dir") from None
     if run_dir.exists() and not run_dir.is_dir():
-        raise CliError(f"--run-dir {run_dir} is a file, not a directory: pick a new --run-dir")
+        raise UsageError(f"--run-dir {run_dir} is a file, not a directory: pick a new --run-dir")
     if entries:
         shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
-        raise CliError(
+        raise UsageError(
             f"--run-dir {run_dir} is not empty (holds {shown}): continue that run with "
             f"'actorq train --resume {run_dir}', or pick a new or empty --run-dir (leave it out for a dated one)"
         )
@@ -75,18 +83,18 @@ def resolve_train_config(args: argparse.Namespace):
     if args.resume:
         run_dir = Path(args.resume)
         if args.run_dir and os.path.abspath(args.run_dir) != os.path.abspath(run_dir):
-            raise CliError(
+            raise UsageError(
                 f"--resume {run_dir} continues that run in its own directory, but --run-dir {args.run_dir} "
                 f"names another: drop --run-dir, or pass --run-dir {run_dir}"
             )
         path = run_dir / "config.yaml"
         if not path.is_file():
-            raise CliError(
+            raise UsageError(
                 f"--resume {run_dir}: no config.yaml there; pass the RUN_DIR of an earlier actorq train"
             )
     else:
         if not args.config:
-            raise CliError(
+            raise UsageError(
                 "train needs a CONFIG file (e.g. configs/dqn/gym_cartpole.yaml) or --resume RUN_DIR"
             )
         path = Path(args.config)
@@ -129,9 +137,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     save_config(config, config_path)
     sys.stdout.write(f"run directory: {run_dir}\n")
     if args.weights_key_file and args.insecure_weights:
-        raise CliError("--weights-key-file and --insecure-weights contradict each other: pass one of them")
-    from actorq.launchers.orchestration import RUN_EXIT_DEADLINE_S
-    from actorq.roles.common import exit_after_stop_signal, stop_with_parent
+        raise UsageError("--weights-key-file and --insecure-weights contradict each other: pass one of them")
+    from actorq.roles.signals import exit_after_stop_signal, stop_with_parent
 
     # A run asked to stop ends within the deadline even if it is stuck where no Python handler runs; and
     # `kill -USR1 <pid>` prints every thread's stack to its log (a C handler: works in a stuck process too).
@@ -156,15 +163,12 @@ def check_cluster(config: ExperimentConfig) -> None:
     started (else an ``error:`` line naming the cause, exit 2); nothing to check for the other launchers."""
     if config.launcher != "ray":
         return
-    from actorq.launchers.ray_connect import RayLauncherError, import_ray, join_address, probe_cluster
+    from actorq.launchers.ray_connect import import_ray, join_address, probe_cluster
 
     address = join_address(config.ray.address)
-    if address:
-        try:
-            import_ray()
-            probe_cluster(address, config.ray.connect_timeout_s)
-        except RayLauncherError as exc:
-            raise CliError(str(exc)) from None
+    if address:  # RayLauncherError is a UsageError: the user's address or install
+        import_ray()
+        probe_cluster(address, config.ray.connect_timeout_s)
 
 
 PLACEMENTS = {
@@ -265,9 +269,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m actorq.launchers.train ...``: the same command as ``actorq train ...``."""
-    return module_main(
-        add_arguments, "python -m actorq.launchers.train", __doc__.split("\n")[0], argv, user_errors()
-    )
+    return module_main(add_arguments, "python -m actorq.launchers.train", __doc__.split("\n")[0], argv)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+from actorq.errors import ActorQError
+
 ACTOR_CRITIC_MEMBERS: tuple[tuple[str, str], ...] = (
     ("_step", "step"),
     ("_iterator", "attribute"),
@@ -43,7 +45,7 @@ _SURFACE: tuple[tuple[str, str, str], ...] = (
 )
 
 
-class AcmeSurfaceError(RuntimeError):
+class AcmeSurfaceError(ActorQError, RuntimeError):
     """The installed Acme (or Sonnet) lacks a private member ActorQ relies on."""
 
 

@@ -47,9 +47,10 @@ import numpy as np
 
 from actorq import algorithms
 from actorq.algorithms.torso import Torso
+from actorq.errors import ActorQError
 
 
-class MappingError(ValueError):
+class MappingError(ActorQError, ValueError):
     """The TF variables don't match the policy architecture: names missing or unexpected, or shapes differ."""
 
 

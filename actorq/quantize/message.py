@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from actorq.errors import ActorQError
 from actorq.quantize.affine import QParams, dequantize
 
 
-class WeightMessageError(ValueError):
+class WeightMessageError(ActorQError, ValueError):
     """Base class: a weight message can't be encoded or decoded."""
 
 

@@ -33,6 +33,7 @@ import reverb
 import tensorflow as tf
 
 from actorq.core import WeightsUnavailableError
+from actorq.errors import ActorQError, UnreachableError
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ _TF_TRANSIENT = (
 )
 
 
-class ReplayConnectionError(ConnectionError):
+class ReplayConnectionError(ActorQError, ConnectionError):
     """A Reverb client call whose connection to the server failed (raised by :func:`replay_call` from the plain
     ``RuntimeError`` Reverb's pybind layer gives it)."""
 
@@ -97,7 +98,7 @@ def backoff_s(failures: int) -> float:
     return min(BACKOFF_FIRST_S * 2 ** max(failures - 1, 0), BACKOFF_MAX_S)
 
 
-class ReplayUnreachableError(ConnectionError):
+class ReplayUnreachableError(UnreachableError):
     """Replay did not answer within the retry budget."""
 
 

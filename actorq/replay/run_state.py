@@ -30,6 +30,7 @@ import numpy as np
 import reverb
 
 from actorq.config import ExperimentConfig
+from actorq.errors import ActorQError
 from actorq.replay.retry import REPLAY_ERRORS, ReplayConnectionError, ReplayOutage, first_line, replay_call
 from actorq.status import role_label
 
@@ -54,7 +55,7 @@ Schema = Mapping[str, tuple[type, int]]
 """A role's record fields: name -> (numpy dtype, number of dimensions), in the order they are stored."""
 
 
-class RunStateError(ValueError):
+class RunStateError(ActorQError, ValueError):
     """A resume record on the replay server that is not the one this role writes (format, fields, dtype, rank)."""
 
 

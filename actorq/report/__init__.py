@@ -28,7 +28,8 @@ Modules, from the bottom up (each imports only modules above it in this list; no
   differ);
 * ``machines``: where a task's runs ran, one line per machine, and the caveat when they come from several;
 * ``render``: the figures;
-* ``qat_stats``, ``qat_plots``, ``qat_md``: the QAT-vs-PTQ study's statistics (per-seed scores, E%, Holm-corrected
-  claims), its plots, and its report and README blocks, from ``actorq qat-study`` records;
-* ``cli``: ``actorq report``, ``actorq qat-report``.
+* ``cli``: ``actorq report``.
+
+The QAT study's statistics and report (``actorq qat-report``) are study code: :mod:`actorq.studies.qat_stats`,
+``qat_plots`` and ``qat_md``, which use this package's intervals.
 """

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 
 from actorq.config import ConfigError, ExperimentConfig, schema_defaults
+from actorq.errors import UsageError
+from actorq.plan.regime import predicted_speedup
 from actorq.report import bootstrap, intervals, stats
 from actorq.report.measure import (
     DEFAULT_CARBON_INTENSITY,
@@ -24,9 +26,8 @@ from actorq.report.measure import (
 )
 from actorq.report.paired import PairedReward, paired_reward
 from actorq.report.plan_input import Plan, given_for, memory_note
-from actorq.report.regime import assess, predicted_speedup
+from actorq.report.regime import assess
 from actorq.report.runs import RunData, split_label
-from actorq.usage import CliError
 
 __all__ = [
     "DEFAULT_CARBON_INTENSITY",
@@ -125,7 +126,7 @@ class TaskTable:
 
     def predicted_speedup(self, label: str, base: str = "fp32") -> float | None:
         """The regime model's speed-up of ``label`` over ``base`` in its sweep cell: the ratio of the median
-        delivered env steps/s (:func:`actorq.report.regime.predicted_speedup`)."""
+        delivered env steps/s (:func:`actorq.plan.regime.predicted_speedup`)."""
 
         def delivered(lab: str) -> list[float | None]:
             return [m.regime.delivered if m.regime else None for m in self.runs.get(lab, [])]
@@ -266,7 +267,7 @@ FIXED_SOURCE = (
 """Where a task's threshold came from when its runs were given a target."""
 
 
-class TargetMismatchError(CliError):
+class TargetMismatchError(UsageError):
     """The runs of one task were stopped at different ``target_return`` values."""
 
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from actorq.errors import UsageError
 from actorq.report import behaviour_md as bmd
 from actorq.report import grid_md as gmd
 from actorq.report import intervals, machines, paper, render, stats
@@ -319,12 +320,20 @@ def build_report(
 
 
 def _main(args: argparse.Namespace) -> int:
+    missing = [d for d in args.dirs if not Path(d).exists()]
+    if missing:
+        raise UsageError(
+            f"no such run directory: {', '.join(missing)}; give run directories or directories of runs (an "
+            "experiment's --out)"
+        )
+    if not args.dirs and not args.bench:
+        raise UsageError(
+            "nothing to report: give run directories (or an experiment's --out) and/or --bench JSON"
+        )
     if args.window < 1:
-        sys.stderr.write("error: --window must be >= 1\n")
-        return 2
+        raise UsageError(f"--window must be >= 1, got {args.window}")
     if not 0 < args.fraction <= 1:
-        sys.stderr.write("error: --fraction must be in (0, 1]\n")
-        return 2
+        raise UsageError(f"--fraction must be in (0, 1], got {args.fraction}")
     path = build_report(
         args.dirs, args.out, args.bench, args.window, args.fraction, args.statistic, args.plan
     )
@@ -332,35 +341,8 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _qat_main(args: argparse.Namespace) -> int:
-    from actorq.report import qat_md
-
-    pairs = [p for p in (args.pairs or "").split(",") if p] or None
-    try:
-        path = qat_md.render(args.dir, pairs, args.seeds)
-    except ValueError as e:
-        sys.stderr.write(f"error: {e}\n")
-        return 2
-    sys.stdout.write(f"report: {path}\n")
-    return 0
-
-
 def add_subcommands(subparsers: Any) -> None:
-    """Register ``report`` and ``qat-report`` on the top-level ``actorq`` subparsers."""
-    qat = subparsers.add_parser(
-        "qat-report", help="QAT vs PTQ vs fp32 tables, claims and plots from an `actorq qat-study` directory"
-    )
-    qat.add_argument("dir", help="the study directory (records/ inside; report.md, summary.json go there)")
-    qat.add_argument(
-        "--pairs",
-        default=None,
-        help="comma list of pairs, in report order; listed pairs without records are left out "
-        "(default: every pair with a record, sorted)",
-    )
-    qat.add_argument(
-        "--seeds", type=int, default=None, help="seeds asked per cell (default: the most recorded)"
-    )
-    qat.set_defaults(func=_qat_main)
+    """Register ``report`` on the top-level ``actorq`` subparsers."""
     parser = subparsers.add_parser(
         "report", help="paper-style markdown report (tables + PNG figures) from run directories"
     )

@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from actorq.errors import UsageError
 from actorq.hardware import machine_differences
+from actorq.plan.model import network_sizes
 from actorq.report.regime import Estimate, Given
 from actorq.report.runs import RunData
-from actorq.usage import CliError
 
 PLAN_KIND = "plan"
 """``kind`` of an ``actorq plan --json`` document."""
@@ -45,7 +46,7 @@ recorded none, draw the report's memory caveat: the day's bandwidth sets fp32's 
 the L3 (a Zen 3 VM read 8-13 GB/s on the day its plans were made and 17.6 GB/s the next)."""
 
 
-class PlanError(CliError):
+class PlanError(UsageError):
     """A plan that cannot be read, or does not describe the runs' config or machine."""
 
 
@@ -164,21 +165,6 @@ def _config_differences(plan: Plan, run: RunData) -> list[str]:
     if batch != plan.batch_size:
         out.append(f"learner.batch_size: {plan.batch_size} vs {batch}")
     return out
-
-
-def network_sizes(config: dict[str, Any]) -> dict[str, list[int]]:
-    """``{"policy_layers": [...], "critic_layers": [...], ...}``: every ``*_layers`` of a plain config (a run's
-    saved config, :func:`actorq.config.to_dict`) in its ``network`` section or its algorithm's: what sets the
-    learner's cost per sample besides the batch. Keyed without the section (a size that moved between sections
-    still compares)."""
-    sections = [config.get("network"), config.get(str(config.get("algorithm")))]
-    return {
-        key: [int(n) for n in value]
-        for section in sections
-        if isinstance(section, dict)
-        for key, value in section.items()
-        if key.endswith("_layers") and isinstance(value, (list, tuple))
-    }
 
 
 def _named(runs: Sequence[str]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from actorq.plan.regime import MARGIN
 from actorq.report import regime, stats
 from actorq.report.analysis import PROJECTION_K, TaskTable
 from actorq.report.markdown import fmt, table
@@ -66,7 +67,7 @@ REGIME_MODEL = (
     "busy time, limiter waits taken out. C: learner samples/s (steps/s x batch) of a run whose learner was never "
     f"starved (held back < {regime.STARVED_SHARE:.0%} of the acting time): the run itself, else the median of "
     "such runs of the task on the same machine (a starved learner's own rate is what the actors allowed, not its "
-    f"capacity). The model's regime: learner-bound when S_p exceeds C/spi by {regime.MARGIN}x, actor-bound when "
+    f"capacity). The model's regime: learner-bound when S_p exceeds C/spi by {MARGIN}x, actor-bound when "
     "C/spi exceeds S_p by that, balanced between; **differs** marks runs where it is not what the run did. On a "
     "machine where learner and actors share cores they take CPU from each other, so C and S_p measured apart "
     "overstate what each gets together, and the model's delivered rate overstates the measured one."

@@ -1,4 +1,5 @@
-"""Which side limits a run, and what that predicts: the report's one regime model.
+"""Which side limited each run, read from the run, beside what the one regime model (:mod:`actorq.plan.regime`)
+predicts for it.
 
 The model (issue 34): the learner consumes at most **C** samples/s (its *capacity*: learner steps/s x batch when
 it is never starved of experience) and the actors of precision p produce at most **S_p** env steps/s (their
@@ -41,16 +42,27 @@ that run, so every run of a plan's setting is predicted from the same figures as
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-LEARNER_BOUND = "learner-bound"
-ACTOR_BOUND = "actor-bound"
-BALANCED = "balanced"
-NO_LIMITER = "no rate limiter"
-UNKNOWN = "unknown"
+from actorq.plan.regime import (
+    ACTOR_BOUND,
+    BALANCED,
+    LEARNER_BOUND,
+    NO_LIMITER,
+    UNKNOWN,
+    delivered_rate,
+    predicted_label,
+)
+
+__all__ = [
+    "ACTOR_BOUND",
+    "BALANCED",
+    "LEARNER_BOUND",
+    "NO_LIMITER",
+    "UNKNOWN",
+]  # labels read by the renderers
 
 BLOCKED_SHARE = 0.5
 """A side the limiter held back for at least this share of the acting time (and more than the other side) sets
@@ -58,8 +70,6 @@ the label: actors held back -> learner-bound, learner held back -> actor-bound."
 STARVED_SHARE = 0.1
 """A learner held back for less than this share of the acting time counts as never starved: its samples/s are
 its capacity C."""
-MARGIN = 1.2
-"""The model calls a run balanced while ``S_p`` and ``C / spi`` are within this factor of each other."""
 
 
 @dataclass(frozen=True)
@@ -174,44 +184,6 @@ def observed_label(learner_share: float | None, actor_share: float | None, sampl
     if learner_share >= BLOCKED_SHARE and learner_share > actor_share:
         return ACTOR_BOUND
     return BALANCED
-
-
-def delivered_rate(supply: float, capacity: float | None, samples_per_insert: float) -> float:
-    """Env steps/s the run delivers: ``min(S_p, C / spi)`` (``S_p`` without a limiter).
-
-    Raises:
-        ValueError: a rate is negative, or a limiter without a capacity.
-    """
-    if supply < 0 or (capacity is not None and capacity < 0):
-        raise ValueError(f"rates must be >= 0, got supply {supply} and capacity {capacity}")
-    if samples_per_insert <= 0:
-        return float(supply)
-    if capacity is None:
-        raise ValueError("a run with a rate limiter needs the learner's capacity")
-    return float(min(supply, capacity / samples_per_insert))
-
-
-def predicted_label(supply: float | None, capacity: float | None, samples_per_insert: float) -> str:
-    """The model's regime: which term of ``min(S_p, C / spi)`` is smaller, by more than :data:`MARGIN`."""
-    if samples_per_insert <= 0:
-        return NO_LIMITER
-    if supply is None or capacity is None or supply <= 0 or capacity <= 0:
-        return UNKNOWN
-    ratio = supply * samples_per_insert / capacity
-    if ratio >= MARGIN:
-        return LEARNER_BOUND
-    if ratio <= 1 / MARGIN:
-        return ACTOR_BOUND
-    return BALANCED
-
-
-def predicted_speedup(delivered: Sequence[float | None], base: Sequence[float | None]) -> float | None:
-    """The model's time-to-threshold speed-up over ``base``: median delivered rate / base's (None if missing)."""
-    have = [d for d in delivered if d is not None and math.isfinite(d)]
-    have_base = [d for d in base if d is not None and math.isfinite(d)]
-    if not have or not have_base or statistics.median(have_base) <= 0:
-        return None
-    return statistics.median(have) / statistics.median(have_base)
 
 
 def _capacity(run: RunRates, runs: Sequence[RunRates]) -> Estimate | None:

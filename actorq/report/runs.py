@@ -22,6 +22,7 @@ import yaml
 
 from actorq.config import AUTO_COMM_BITS
 from actorq.metrics import read_metrics
+from actorq.status import RUN_DIR_FORMAT
 
 log = logging.getLogger(__name__)
 
@@ -149,13 +150,20 @@ def load_run(path: str | Path, sweep: dict[str, str] | None = None) -> RunData:
     """Read one run directory.
 
     Raises:
-        ValueError: no readable ``summary.json``, or no way to tell when the run started.
+        ValueError: no readable ``summary.json``, a newer run-directory format than this reader knows, or no way
+            to tell when the run started.
     """
     path = Path(path)
     try:
         summary = json.loads((path / "summary.json").read_text())
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: unreadable summary.json ({exc})") from None
+    fmt = summary.get("run_dir_format", 1)  # runs made before the field existed have the first layout
+    if not isinstance(fmt, int) or fmt > RUN_DIR_FORMAT:
+        raise ValueError(
+            f"{path}: run directory format {fmt!r}, this ActorQ reads up to {RUN_DIR_FORMAT}: report it with the "
+            "ActorQ version that made it, or upgrade"
+        )
     try:
         config = yaml.safe_load((path / "config.yaml").read_text()) or {}
     except (OSError, yaml.YAMLError):

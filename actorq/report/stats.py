@@ -30,26 +30,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-DEFAULT_WINDOW = 3
+from actorq.target import DEFAULT_WINDOW, first_crossing, smooth, trained_evaluations
+
+__all__ = [
+    "DEFAULT_WINDOW",
+    "first_crossing",
+    "smooth",
+    "trained_evaluations",
+]  # the run's stopping rule, re-used
+
 DEFAULT_FRACTION = 0.95
 
 
 # -- curves --------------------------------------------------------------------------------------------------
-def smooth(values: Sequence[float], k: int = DEFAULT_WINDOW, statistic: str = "mean") -> np.ndarray:
-    """Trailing mean/median over the last ``k`` values; NaN for the first ``k - 1`` positions."""
-    if k < 1:
-        raise ValueError(f"window k must be >= 1, got {k}")
-    if statistic not in ("mean", "median"):
-        raise ValueError(f"statistic must be 'mean' or 'median', got {statistic!r}")
-    x = np.asarray(values, dtype=np.float64)
-    out = np.full(x.shape, np.nan)
-    if x.size < k:
-        return out
-    windows = np.lib.stride_tricks.sliding_window_view(x, k)
-    out[k - 1 :] = windows.mean(axis=1) if statistic == "mean" else np.median(windows, axis=1)
-    return out
-
-
 def reward_threshold(best: float, fraction: float = DEFAULT_FRACTION) -> float:
     """``fraction`` of ``best`` for positive returns; ``(1 - fraction)`` worse than ``best`` for negative ones."""
     if not 0 < fraction <= 1:
@@ -68,32 +61,6 @@ def best_smoothed(
             peak = float(np.nanmax(s))
             best = peak if best is None else max(best, peak)
     return best
-
-
-def trained_evaluations(learner_steps: Sequence[float], values: Sequence[float]) -> np.ndarray:
-    """Indices of the evaluations made after the learner's first update (learner step > 0)."""
-    steps, returns = np.asarray(learner_steps, np.float64), np.asarray(values, np.float64)
-    if steps.shape != returns.shape:
-        raise ValueError(f"learner_steps ({steps.size}) and values ({returns.size}) differ in length")
-    return np.flatnonzero(steps > 0)
-
-
-def first_crossing(
-    values: Sequence[float],
-    learner_steps: Sequence[float],
-    threshold: float,
-    k: int = DEFAULT_WINDOW,
-    statistic: str = "mean",
-) -> int | None:
-    """Index of the first evaluation whose smoothed return is >= ``threshold`` (None if never).
-
-    Only evaluations after the learner's first update count, and they are smoothed among themselves: an untrained
-    policy's evaluations neither reach the threshold nor lift a trained one's window to it.
-    """
-    trained = trained_evaluations(learner_steps, values)
-    s = smooth(np.asarray(values, np.float64)[trained], k, statistic)
-    hits = np.flatnonzero(np.isfinite(s) & (s >= threshold))
-    return int(trained[hits[0]]) if hits.size else None
 
 
 def time_to_threshold(

@@ -5,7 +5,7 @@ it runs, and :func:`main` runs one in this process until SIGTERM or SIGINT, whic
 the local, launchpad and Docker launchers) start processes. Heavy imports (TensorFlow, torch, reverb) happen only
 when a role is built, so importing this package is cheap.
 
-Every role but replay handles weight messages and needs the run's weights key (:mod:`actorq.roles.weights_key`);
+Every role but replay handles weight messages and needs the run's weights key (:mod:`actorq.weights_key`);
 without one it refuses to start unless it is told ``insecure_weights``.
 """
 

@@ -29,8 +29,9 @@ from actorq.quantize.signing import WeightsKey
 from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, wait_for_server
 from actorq.replay.experience import make_adders
 from actorq.replay.retry import REPLAY_ERRORS, replay_call
-from actorq.roles.common import RoleBase, StallWatchdog
+from actorq.roles.base import RoleBase
 from actorq.roles.policy import build_policy, write_kernel_record
+from actorq.roles.watchdog import StallWatchdog
 from actorq.status import ActorStatus
 from actorq.timers import BREAKDOWN_COMPONENTS, Timers
 

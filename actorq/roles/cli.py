@@ -13,10 +13,11 @@ import os
 import sys
 from typing import Any
 
-from actorq.config import ConfigError, load_config
+from actorq.config import load_config
 from actorq.config.shards import split_addresses
+from actorq.errors import UsageError
 from actorq.status import ROLE_NAMES
-from actorq.usage import CliError, module_main, setup_logging
+from actorq.usage import module_main, setup_logging
 
 
 def cmd_role(args: argparse.Namespace) -> int:
@@ -26,8 +27,8 @@ def cmd_role(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     config = load_config(args.config, args.overrides)
     if args.role != "replay" and not args.replay_address:
-        raise CliError(f"role {args.role} needs --replay-address HOST:PORT (the replay role's address)")
-    # A missing or bad weights key raises WeightsKeyError (one of user_errors(): an ``error:`` line, exit 2).
+        raise UsageError(f"role {args.role} needs --replay-address HOST:PORT (the replay role's address)")
+    # A missing or bad weights key raises WeightsKeyError (a UsageError: an ``error:`` line, exit 2).
     code = role_main(
         args.role,
         config,
@@ -81,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--weights-key-file",
         metavar="PATH",
         help="the run's weights key (RUN_DIR/secrets/weights.key, or a Docker secret); default: "
-        "$ACTORQ_WEIGHTS_KEY_FILE, else RUN_DIR/secrets/weights.key (actorq.roles.weights_key.find_key_file)",
+        "$ACTORQ_WEIGHTS_KEY_FILE, else RUN_DIR/secrets/weights.key (actorq.weights_key.find_key_file)",
     )
     parser.add_argument(
         "--insecure-weights",
@@ -110,14 +111,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
 
 
-def user_errors() -> tuple[type[BaseException], ...]:
-    """The exceptions the ``actorq`` commands (role, train, ...) report as bad input (``error:`` line, exit 2)."""
-    from actorq.envs import UnknownTaskError
-    from actorq.roles.weights_key import WeightsKeyError
-
-    return (ConfigError, UnknownTaskError, WeightsKeyError)
-
-
 def main(argv: list[str] | None = None) -> int:
     """``python -m actorq.roles NAME ...``: the same command as ``actorq role NAME ...``."""
-    return module_main(add_arguments, "python -m actorq.roles", __doc__.split("\n")[0], argv, user_errors())
+    return module_main(add_arguments, "python -m actorq.roles", __doc__.split("\n")[0], argv)

@@ -45,10 +45,11 @@ from actorq.replay import (
 from actorq.replay.retry import ReplayOutage
 from actorq.replay.run_state import FIX_HINT, RunStateError
 from actorq.roles.agreement import ActionAgreement
-from actorq.roles.common import Periodic, RoleBase
+from actorq.roles.base import RoleBase
 from actorq.roles.policy import build_policy, greedy_episodes
 from actorq.roles.quantizer import encode_policy, learner_state
 from actorq.status import Evaluation, EvaluatorStatus
+from actorq.timers import Periodic
 
 log = logging.getLogger(__name__)
 

@@ -5,12 +5,12 @@ hand; a Launchpad node; a Ray worker; a thread of the in-process launcher), :cla
 
 1. when the role owns its process: pin it to ``affinity.<role>``'s cores and set the learner's environment, before
    TensorFlow or torch load (both are process-wide, so a role sharing its process, in-process, does neither);
-2. resolve the run's weights key by the one rule (:func:`actorq.roles.weights_key.find_key_file`);
+2. resolve the run's weights key by the one rule (:func:`actorq.weights_key.find_key_file`);
 3. build the role (:func:`build_role`; it connects to replay);
 4. run its loop on a worker thread, so a stop is honoured even while the loop is blocked inside a native call (an
    actor's insert held by Reverb's rate limiter once the learner stopped);
 5. at a stop, give the loop ``grace_s``; a loop still blocked then gets its metrics row AND its status record written
-   here (:meth:`actorq.roles.common.RoleBase.report`), so the supervisor and a restarted role see its last counters.
+   here (:meth:`actorq.roles.base.RoleBase.report`), so the supervisor and a restarted role see its last counters.
 
 :func:`main` is the process entry (``actorq role``, Launchpad's nodes): a host plus the stop signals.
 """
@@ -24,20 +24,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
+from actorq.errors import ExitCode
 from actorq.quantize.signing import WeightsKey
-from actorq.roles.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_UNREACHABLE,
+from actorq.roles.process_setup import (
     AffinityError,
     apply_learner_environment,
-    install_stop_handlers,
     pin_role_cpus,
     quiet_tensorflow,
-    stop_with_parent,
 )
-from actorq.roles.weights_key import HOW_TO_FIX, KEY_ROLES, WeightsKeyError, resolve_weights_key
+from actorq.roles.signals import install_stop_handlers, stop_with_parent
 from actorq.status import ROLE_NAMES, role_label
+from actorq.weights_key import HOW_TO_FIX, KEY_ROLES, WeightsKeyError, resolve_weights_key
 
 log = logging.getLogger(__name__)
 
@@ -191,13 +188,13 @@ class RoleHost:
     def _loop(self) -> None:
         try:
             self.instance.run(self.stop_event)
-            self.code = EXIT_OK
+            self.code = ExitCode.OK
         except (
             BaseException
         ) as exc:  # the role failed: its error goes to the log and to whoever watches the host
             log.error("role %s failed:\n%s", self.label, traceback.format_exc())
             self.error = f"{type(exc).__name__}: {exc}"
-            self.code = EXIT_FAILED
+            self.code = ExitCode.FAILED
             self.stop_event.set()
         finally:
             if self.on_exit is not None:
@@ -225,8 +222,8 @@ class RoleHost:
                 self.instance.close()
             except Exception as exc:  # best effort: the blocked loop may be mid-write
                 log.warning("final metrics and status flush failed: %s", exc)
-            return EXIT_OK
-        return self.code if self.code is not None else EXIT_OK
+            return ExitCode.OK
+        return self.code if self.code is not None else ExitCode.OK
 
     def wait(self, stop: threading.Event, grace_s: float = STOP_GRACE_S) -> int:
         """Run until ``stop`` is set or the loop ends by itself, then :meth:`stop`; returns the exit status."""
@@ -251,7 +248,7 @@ def main(
     """Run one role in this process until stopped; returns the exit status (0 ok, 1 failed, 3 replay unreachable).
 
     ``key_file``/``insecure_weights``: see :class:`RoleHost`. ``parent_pid``: stop as on SIGTERM once that process is
-    no longer this one's parent (:func:`actorq.roles.common.stop_with_parent`); launchers pass their own pid.
+    no longer this one's parent (:func:`actorq.roles.signals.stop_with_parent`); launchers pass their own pid.
 
     Raises:
         WeightsKeyError: No usable weights key: the user's mistake (``actorq role`` prints it, exit status 2).
@@ -275,7 +272,7 @@ def main(
         host.build()
     except AffinityError as exc:
         log.error("%s", exc)
-        return EXIT_FAILED
+        return ExitCode.FAILED
     except WeightsKeyError:
         raise
     except Exception as exc:
@@ -285,6 +282,6 @@ def main(
         if not isinstance(exc, ReplayUnreachableError):
             raise
         log.error("%s", exc)
-        return EXIT_UNREACHABLE
+        return ExitCode.UNREACHABLE
     host.start()
     return host.wait(stop)

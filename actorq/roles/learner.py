@@ -23,7 +23,9 @@ from actorq.quantize.signing import LEARNER_STREAM, WeightsKey
 from actorq.replay import LEARNER_WEIGHTS_TABLE, ReverbWeightPublisher, wait_for_server
 from actorq.replay.retry import REPLAY_ERRORS, ReplayOutage, replay_call
 from actorq.replay.tables import environment_spec_for
-from actorq.roles.common import RoleBase, StallWatchdog, VersionRecord
+from actorq.roles.base import RoleBase
+from actorq.roles.version_record import VersionRecord
+from actorq.roles.watchdog import StallWatchdog
 from actorq.status import LearnerStatus
 
 log = logging.getLogger(__name__)

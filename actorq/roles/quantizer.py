@@ -39,7 +39,7 @@ from actorq.replay import (
     wait_for_server,
 )
 from actorq.replay.retry import REPLAY_ERRORS, ReplayOutage
-from actorq.roles.common import RoleBase
+from actorq.roles.base import RoleBase
 from actorq.roles.torso import run_torso
 from actorq.status import QuantizerStatus
 

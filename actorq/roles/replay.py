@@ -17,7 +17,7 @@ from actorq.envs import make_environment
 from actorq.replay import make_server
 from actorq.replay.shards import experience_counts
 from actorq.replay.tables import environment_spec_for
-from actorq.roles.common import RoleBase
+from actorq.roles.base import RoleBase
 from actorq.status import ReplayStatus
 
 log = logging.getLogger(__name__)

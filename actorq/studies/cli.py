@@ -20,7 +20,7 @@ from actorq.studies.cli_args import check_env as _check_env
 from actorq.studies.cli_args import fail as _fail
 from actorq.studies.cli_args import names as _names
 from actorq.studies.cli_args import threads as _threads
-from actorq.usage import positive_int, setup_logging
+from actorq.usage import positive_int, run_command
 
 logger = logging.getLogger(__name__)
 
@@ -125,10 +125,9 @@ def cmd_mixed_precision(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from actorq.studies import report
 
+    a.input = a.input or a.input_flag or "reports/studies"
     if not Path(a.input).is_dir():
-        raise _fail(
-            f"--in {a.input}: no such directory; give the folder the study commands wrote (--out) into"
-        )
+        raise _fail(f"{a.input}: no such directory; give the folder the study commands wrote (--out) into")
     if a.zoo_table2:
         from actorq.studies.zoo_table import table2_markdown
 
@@ -263,8 +262,12 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
 
     r = subparsers.add_parser("studies-report", help="render all study outputs under a directory to markdown")
     r.add_argument(
-        "--in", dest="input", default="reports/studies", help="folder the study commands wrote into"
+        "input",
+        nargs="?",
+        default=None,
+        help="folder the study commands wrote into (default reports/studies)",
     )
+    r.add_argument("--in", dest="input_flag", help=argparse.SUPPRESS)  # the old spelling, kept working
     r.add_argument("--out", default=None, help="default: <in>/README.md")
     r.add_argument("--print", action="store_true", help="print the markdown instead of saying where it went")
     r.add_argument(
@@ -303,14 +306,12 @@ def add_bench_parser(bench_subparsers: argparse._SubParsersAction) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry point with the same commands (``bench deploy`` included)."""
-    setup_logging()
     parser = argparse.ArgumentParser(prog="actorq-studies", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     add_subcommands(sub)
     bench = sub.add_parser("bench", help="benchmarks")
     add_bench_parser(bench.add_subparsers(dest="bench_command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
+    return run_command(parser, argv)
 
 
 if __name__ == "__main__":

@@ -1,21 +1,20 @@
-"""Argument helpers shared by the study commands (:mod:`actorq.studies.cli`, :mod:`actorq.studies.qat_cli`): one
-``error:`` line and exit status 2 for bad input, before anything is loaded or trained."""
+"""Argument helpers shared by the study commands (:mod:`actorq.studies.cli`, :mod:`actorq.studies.qat_cli`): bad
+input is a :class:`~actorq.errors.UsageError` (one ``error:`` line and exit status 2), before anything is loaded or
+trained."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from actorq.usage import EXIT_USAGE
+from actorq.errors import UsageError
 
 ALGO_CHOICES = ["a2c", "dqn", "ppo", "ddpg", "td3", "sac"]
 """SB3 algorithms the study commands train."""
 
 
-def fail(msg: object) -> SystemExit:
-    """Bad user input: one ``error:`` line, exit status 2."""
-    sys.stderr.write(f"error: {msg}\n")
-    return SystemExit(EXIT_USAGE)
+def fail(msg: object) -> UsageError:
+    """Bad user input (``raise fail(...)``): one ``error:`` line, exit status 2."""
+    return UsageError(str(msg))
 
 
 def bit_width(text: str) -> int:

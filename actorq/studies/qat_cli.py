@@ -112,6 +112,20 @@ def _schedule_arg(parser: argparse.ArgumentParser, from_scratch: str) -> None:
     )  # fmt: skip
 
 
+def cmd_qat_report(a: argparse.Namespace) -> int:
+    from actorq.studies import qat_md
+
+    if not Path(a.dir).is_dir():
+        raise fail(f"{a.dir}: no such study directory; give the --out of an `actorq qat-study`")
+    pairs = [p for p in (a.pairs or "").split(",") if p] or None
+    try:
+        path = qat_md.render(a.dir, pairs, a.seeds)
+    except ValueError as e:
+        raise fail(e) from None
+    print(f"report: {path}")
+    return 0
+
+
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Register ``qat`` and ``qat-study``."""
     q = subparsers.add_parser("qat", help="quantization-aware training, compared with PTQ and fp32")
@@ -158,3 +172,18 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     )
     qs.add_argument("--threads", type=positive_int, default=1, help="torch threads")
     qs.set_defaults(func=cmd_qat_study)
+
+    qat = subparsers.add_parser(
+        "qat-report", help="QAT vs PTQ vs fp32 tables, claims and plots from an `actorq qat-study` directory"
+    )
+    qat.add_argument("dir", help="the study directory (records/ inside; report.md, summary.json go there)")
+    qat.add_argument(
+        "--pairs",
+        default=None,
+        help="comma list of pairs, in report order; listed pairs without records are left out "
+        "(default: every pair with a record, sorted)",
+    )
+    qat.add_argument(
+        "--seeds", type=int, default=None, help="seeds asked per cell (default: the most recorded)"
+    )
+    qat.set_defaults(func=cmd_qat_report)

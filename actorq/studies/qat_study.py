@@ -12,7 +12,7 @@ the pair's :class:`~actorq.studies.qat_finetune.QatRecipe`; the ``from_scratch``
 ``reports/studies/qat_convergence`` records) trains from scratch with quant delay = half the steps. Either is then
 evaluated twice: as the fake-quant graph, and as deployed (:func:`actorq.studies.qat_deploy.deploy_integer`:
 integer codes, integer accumulation); the deployed returns are the QAT result. ``actorq qat-report``
-(:mod:`actorq.report.qat_md`) renders it.
+(:mod:`actorq.studies.qat_md`) renders it.
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from actorq.errors import UsageError
+
 _NUMPY_GLOBALS: dict[tuple[str, str], Any] = {
     ("numpy", "ndarray"): np.ndarray,
     ("numpy", "dtype"): np.dtype,
@@ -45,7 +47,7 @@ RECORD_NAMES = {
 }  # fmt: skip
 
 
-class UnsafePickleError(pickle.UnpicklingError):
+class UnsafePickleError(UsageError, pickle.UnpicklingError):
     """The pickle refers to something outside the allow-list; nothing it names was called."""
 
 

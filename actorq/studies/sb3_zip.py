@@ -36,6 +36,8 @@ from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
 from stable_baselines3.common.base_class import BaseAlgorithm
 from torch import nn
 
+from actorq.errors import UsageError
+
 logger = logging.getLogger(__name__)
 
 SUPPORTED_ALGOS = ("a2c", "ppo", "dqn", "qrdqn", "ddpg", "td3", "sac")
@@ -72,7 +74,7 @@ TRAINING_ONLY_KWARGS = {
 }
 
 
-class ZipLoadError(ValueError):
+class ZipLoadError(UsageError):
     """The zip cannot be loaded safely or is not a supported MlpPolicy model; the message says why."""
 
 

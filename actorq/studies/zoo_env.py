@@ -24,6 +24,7 @@ import yaml
 from gymnasium import spaces
 from gymnasium.envs.registration import parse_env_id
 
+from actorq.errors import UsageError
 from actorq.studies import safe_pickle
 from actorq.studies.envs import EnvSpec
 
@@ -40,7 +41,7 @@ TIME_FEATURE_WRAPPERS = {
 UNSUPPORTED_CONFIG_KEYS = ("frame_stack",)
 
 
-class ZooConfigError(ValueError):
+class ZooConfigError(UsageError):
     """A zoo file or setting that cannot be used safely or reproduced; the message says which and why."""
 
 

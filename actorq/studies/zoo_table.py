@@ -1,4 +1,4 @@
-"""The QuaRL Table 2 analogue over pretrained agents (``actorq studies-report --in DIR --zoo-table2``).
+"""The QuaRL Table 2 analogue over pretrained agents (``actorq studies-report DIR --zoo-table2``).
 
 ``DIR`` holds one folder per agent (``<algo>_<env>``), each with ``ptq_per_tensor/ptq.json`` and optionally
 ``ptq_per_channel/ptq.json`` (``actorq ptq --out``) and ``ptq_per_tensor/fidelity.json`` (our fp32 evaluation

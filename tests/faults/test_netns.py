@@ -19,7 +19,7 @@ import time
 import pytest
 
 from actorq.config import save_config
-from actorq.roles.weights_key import ensure_run_key
+from actorq.weights_key import ensure_run_key
 from tests.conftest import tiny_config
 from tests.faults._helpers import ROOT, last, log_lines, rate, record, rows
 from tests.hosts import Host, NamespaceHosts, unavailable_reason

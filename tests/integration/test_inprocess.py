@@ -12,7 +12,7 @@ import pytest
 
 from actorq.envs import UnknownTaskError
 from actorq.launchers.inprocess import run_inprocess
-from actorq.roles.weights_key import load_key_file
+from actorq.weights_key import load_key_file
 from tests.conftest import tiny_config
 from tests.waiting import wait_until
 

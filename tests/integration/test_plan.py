@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from actorq.bench.plan_model import make_splits
 from actorq.config import load_config
+from actorq.plan.model import make_splits
 from actorq.report.plan_input import load_plan
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from actorq.roles.weights_key import ensure_run_key
+from actorq.weights_key import ensure_run_key
 from tests.hosts import NamespaceHosts, namespace_pids
 from tests.waiting import wait_until
 

@@ -20,8 +20,8 @@ import pytest
 
 from actorq.config import save_config
 from actorq.metrics import read_metrics
-from actorq.roles.weights_key import load_key_file
 from actorq.status import read_status
+from actorq.weights_key import load_key_file
 from tests.conftest import tiny_config
 from tests.faults._helpers import alive
 from tests.ray.conftest import role_workers

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import actorq.cli as cli
 from actorq.config import save_config
 from actorq.roles import host as role_host
-from actorq.roles.weights_key import KEY_ENV, ensure_run_key
+from actorq.weights_key import KEY_ENV, ensure_run_key
 from tests.conftest import tiny_config
 
 ROOT = Path(__file__).resolve().parents[2]

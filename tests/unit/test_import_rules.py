@@ -39,21 +39,33 @@ PACKAGE = ROOT / "actorq"
 MODULE_NAME = re.compile(r"actorq(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
-def readme_levels(readme: str) -> dict[str, int]:
-    """``{"config": 0, "quantize": 1, ..., "cli": 7}`` from the README's ``| level | modules | what |`` table."""
+def readme_table(readme: str) -> tuple[dict[str, int], dict[str, str]]:
+    """``({"config": 0, ..., "cli": 10}, {"config": "runtime", ..., "report": "lab"})`` from the README's
+    ``| level | modules | layer | what |`` table."""
     levels: dict[str, int] = {}
+    layers: dict[str, str] = {}
     for line in readme.splitlines():
-        m = re.match(r"\|\s*(\d+)\s*\|([^|]*)\|", line)
+        m = re.match(r"\|\s*(\d+)\s*\|([^|]*)\|\s*(runtime|lab)\s*\|", line)
         if not m:
             continue
         for path in re.findall(r"`actorq/([A-Za-z_0-9]+)(?:\.py|/)`", m.group(2)):
             assert path not in levels, f"README layer table names actorq/{path} twice"
             levels[path] = int(m.group(1))
-    return levels
+            layers[path] = m.group(3)
+    return levels, layers
 
 
-LEVELS = readme_levels((ROOT / "README.md").read_text())
+def readme_levels(readme: str) -> dict[str, int]:
+    """The levels of :func:`readme_table`."""
+    return readme_table(readme)[0]
+
+
+LEVELS, LAYERS = readme_table((ROOT / "README.md").read_text())
 LEVELS["__init__"] = 0  # actorq/__init__.py: the package's own docstring and version
+LAYERS["__init__"] = "runtime"
+LAB_OPTIONAL = "cli"
+"""The one runtime module that names lab modules: the CLI registers their commands where the lab is installed
+(by name, through ``_add_optional``, which leaves a command out when its packages are missing)."""
 
 
 def _string(node: ast.AST) -> str | None:
@@ -148,7 +160,9 @@ def _algorithm_violations(parts: tuple[str, ...], what: str, kind: str, name: st
     return out
 
 
-def violations(parts: tuple[str, ...], source: str, levels: dict[str, int] = LEVELS) -> list[str]:
+def violations(
+    parts: tuple[str, ...], source: str, levels: dict[str, int] = LEVELS, layers: dict[str, str] = LAYERS
+) -> list[str]:
     """What module ``actorq/<parts...>`` with this ``source`` does against the layering rules (empty: nothing)."""
     layer = parts[0].removesuffix(".py")
     where = "actorq/" + "/".join(parts)
@@ -186,6 +200,11 @@ def violations(parts: tuple[str, ...], source: str, levels: dict[str, int] = LEV
             continue
         if target == "studies" and layer != "cli":
             out.append(f"{what}: nothing but the CLI may use actorq.studies")
+        if layers.get(layer) == "runtime" and layers.get(target) == "lab" and layer != LAB_OPTIONAL:
+            out.append(
+                f"{what}: the runtime never uses the lab (actorq.{target} is lab code; the run directory is "
+                "their interface)"
+            )
         if kind == "string" and layer == "algorithms" and algorithm_side(target_parts):
             continue  # an algorithm's lazy Ref: named here, imported only by the layer that resolves it
         theirs = level_of(target_parts, levels)
@@ -208,7 +227,9 @@ def test_module_respects_layering(path, parts):
 
 def test_readme_table_gives_every_layer_a_level():
     assert LEVELS["usage"] == 0 and LEVELS["quantize"] < LEVELS["networks"] < LEVELS["actors"]
-    assert LEVELS["roles"] < LEVELS["launchers"] < LEVELS["bench"] < LEVELS["cli"]
+    assert LEVELS["roles"] < LEVELS["launchers"] < LEVELS["plan"] < LEVELS["report"] < LEVELS["cli"]
+    assert {LAYERS[p] for p in ("report", "bench", "experiments", "studies")} == {"lab"}
+    assert set(LAYERS) == set(LEVELS) and set(LAYERS.values()) == {"runtime", "lab"}
     on_disk = {p.name.removesuffix(".py") for p in PACKAGE.iterdir() if p.suffix == ".py" or p.is_dir()}
     assert on_disk - {"__pycache__"} <= set(LEVELS)
 
@@ -257,14 +278,23 @@ def test_checker_fails_on_an_upward_reference(source, expected):
     assert any(expected in v for v in found), found
 
 
+def test_checker_fails_when_the_runtime_names_the_lab():
+    """Even where the level would allow it (a made-up table with the lab below), the runtime never uses the lab."""
+    levels, layers = {**LEVELS, "report": 1}, LAYERS
+    found = violations(("launchers", "x.py"), "from actorq.report.stats import smooth\n", levels, layers)
+    assert any("the runtime never uses the lab" in v for v in found), found
+    assert violations(("experiments", "x.py"), "from actorq.launchers.train import cmd_train\n") == []
+    assert violations(("cli",), "m = 'actorq.report.cli'\n") == []
+
+
 def test_checker_fails_on_same_level_packages_and_unknown_layers():
     assert violations(("roles", "x.py"), "import actorq.report.runs\n")  # both level 4, neither below
     assert violations(("brand_new", "x.py"), "") and violations(("roles", "x.py"), "import actorq.nowhere\n")
     # what is allowed passes: own package, lower levels, level 0 among themselves, launchers spawning roles
     assert (
-        violations(("roles", "x.py"), "from actorq.roles.common import EXIT_OK\nimport actorq.replay\n") == []
+        violations(("roles", "x.py"), "from actorq.roles.base import RoleBase\nimport actorq.replay\n") == []
     )
-    assert violations(("config", "loading.py"), "from actorq.usage import CliError\n") == []
+    assert violations(("config", "loading.py"), "from actorq.usage import run_command\n") == []
     assert violations(("launchers", "x.py"), "cmd = ['py', '-m', 'actorq.roles', 'actor']\n") == []
 
 

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from actorq.config import schema as config_schema
-from actorq.roles.weights_key import KEY_ENV
+from actorq.weights_key import KEY_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBERAY = ROOT / "docker" / "kuberay"

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import reverb
 
-from actorq.roles.common import VersionRecord
 from actorq.roles.learner import _BackgroundPublisher
+from actorq.roles.version_record import VersionRecord
 from tests.waiting import wait_until
 
 VARIABLES = {"w": np.zeros((2, 2), np.float32)}

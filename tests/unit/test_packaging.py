@@ -1,83 +1,105 @@
-"""The installed package's metadata lists what requirements.in pins, so `pip install .` (how most users install a
-library) gets every kernel (ONNX Runtime) and zoo loader (sb3-contrib) the README measures, at the same versions
-as `make venv`. Reads the metadata of the installed ``actorq`` (importlib.metadata), not pyproject.toml: a stale
-install fails here too (reinstall with ``pip install -e .``)."""
+"""pyproject.toml, the two locks and the installed metadata agree, and the runtime's dependencies carry no lab.
+
+pyproject.toml states ranges (the runtime's `dependencies` and the extras); requirements.lock pins every package of
+``.[all]`` (what `make venv` installs) and requirements-runtime.lock the runtime's alone (`make lock` writes both).
+So a pin must satisfy its range, the runtime lock must be a part of the full one, and `pip install -c
+requirements.lock .` must get no test tool, report or study package.
+"""
 
 from __future__ import annotations
 
 import importlib.metadata
 from pathlib import Path
 
+import tomli
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
+LAB_ONLY = {"rliable", "lifelines", "matplotlib", "stable-baselines3", "sb3-contrib", "codecarbon", "ray"}
+LAB_ONLY |= {"pytest", "pytest-timeout", "pytest-xdist", "hypothesis", "ruff", "kubernetes-validate", "gym"}
+"""Packages the runtime must not depend on (directly or not): the lab's, the studies', the tools', and gym."""
 
-# requirements.in's test and lint tools: in the ``dev`` extra rather than the runtime dependencies.
-DEV_ONLY = {"pytest", "pytest-timeout", "hypothesis", "ruff", "kubernetes-validate", "jsonschema"}
-DEV_ONLY |= {"jsonschema-specifications", "pytest-xdist"}
+
+def project() -> dict:
+    return tomli.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
-def pinned(text: str) -> dict[str, Requirement]:
-    """requirements.in's requirements by canonical name (comments and blank lines skipped; a repeat must agree)."""
-    out: dict[str, Requirement] = {}
-    for line in text.splitlines():
+def requirements(extra: str | None = None) -> list[Requirement]:
+    """pyproject's runtime requirements, or one extra's (self-references like ``actorq[lab]`` left out)."""
+    p = project()
+    lines = p["dependencies"] if extra is None else p["optional-dependencies"][extra]
+    return [r for r in map(Requirement, lines) if canonicalize_name(r.name) != "actorq"]
+
+
+def lock(name: str = "requirements.lock") -> dict[str, str]:
+    """``{canonical name: version}`` of a lock file."""
+    out = {}
+    for line in (ROOT / name).read_text().splitlines():
         line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        req = Requirement(line)
-        name = canonicalize_name(req.name)
-        assert name not in out or str(out[name].specifier) == str(req.specifier), (
-            f"{name} pinned twice, differently"
-        )
-        out[name] = req
+        if "==" in line:
+            pkg, version = line.split(";")[0].split("==")
+            out[canonicalize_name(pkg)] = version.strip()
     return out
 
 
-def installed() -> tuple[dict[str, Requirement], dict[str, Requirement]]:
-    """(runtime, dev extra) requirements from the installed actorq's metadata, by canonical name."""
-    runtime: dict[str, Requirement] = {}
-    dev: dict[str, Requirement] = {}
-    for line in importlib.metadata.requires("actorq") or []:
-        req = Requirement(line)
-        is_dev = (
-            req.marker is not None and req.marker.evaluate({"extra": "dev"}) and "extra" in str(req.marker)
-        )
-        (dev if is_dev else runtime)[canonicalize_name(req.name)] = req
-    return runtime, dev
-
-
-def disagreements(wanted: dict[str, Requirement], runtime: dict, dev: dict) -> list[str]:
+def out_of_range(reqs: list[Requirement], pins: dict[str, str]) -> list[str]:
+    """Requirements whose pin is missing from ``pins`` or outside their range (markers that do not apply skipped)."""
     problems = []
-    for name, req in sorted(wanted.items()):
-        where = dev if name in DEV_ONLY else runtime
-        got = where.get(name)
-        section = "dev extra" if name in DEV_ONLY else "dependencies"
-        if got is None:
-            problems.append(f"{name}: in requirements.in, not in pyproject's {section}")
-        elif str(got.specifier) != str(req.specifier):
-            problems.append(
-                f"{name}: requirements.in {req.specifier or '(any)'}, installed {got.specifier or '(any)'}"
-            )
+    for req in reqs:
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        name = canonicalize_name(req.name)
+        if name not in pins:
+            problems.append(f"{name}: no pin in the lock")
+        elif not req.specifier.contains(pins[name], prereleases=True):
+            problems.append(f"{name}: pinned {pins[name]}, pyproject asks {req.specifier}")
     return problems
 
 
-def test_installed_metadata_lists_what_requirements_in_pins() -> None:
-    runtime, dev = installed()
-    assert disagreements(pinned((ROOT / "requirements.in").read_text()), runtime, dev) == []
+def test_every_pin_satisfies_its_range_in_pyproject():
+    pins = lock()
+    assert out_of_range(requirements(), pins) == []
+    for extra in project()["optional-dependencies"]:
+        assert out_of_range(requirements(extra), pins) == [], extra
 
 
-def test_the_measured_kernels_and_zoo_loaders_are_runtime_dependencies() -> None:
-    runtime, _ = installed()
-    for name in ("onnxruntime", "onnx", "sb3-contrib", "stable-baselines3"):
-        assert name in runtime, f"`pip install .` would not get {name}"
+def test_the_runtime_lock_is_the_runtime_part_of_the_full_lock():
+    full, runtime = lock(), lock("requirements-runtime.lock")
+    assert {n: v for n, v in runtime.items() if full.get(n) != v} == {}
+    assert out_of_range(requirements(), runtime) == []
 
 
-def test_a_missing_or_different_pin_is_reported() -> None:
-    wanted = pinned("onnxruntime==1.23.2\nsb3-contrib==2.8.0  # zoo\npytest\n")
-    runtime = {"onnxruntime": Requirement("onnxruntime==1.22.0")}
-    assert disagreements(wanted, runtime, {}) == [
-        "onnxruntime: requirements.in ==1.23.2, installed ==1.22.0",
-        "pytest: in requirements.in, not in pyproject's dev extra",
-        "sb3-contrib: in requirements.in, not in pyproject's dependencies",
+def test_the_runtime_carries_no_lab_no_tools_and_no_gym():
+    assert LAB_ONLY & set(lock("requirements-runtime.lock")) == set()
+    assert LAB_ONLY & {canonicalize_name(r.name) for r in requirements()} == set()
+    assert "gym" not in lock()  # Acme's import of it is served by gymnasium (actorq/__init__.py)
+
+
+def test_pyproject_ranges_are_ranges_and_extras_add_up():
+    exact = [str(r) for r in requirements() if any(s.operator == "==" for s in r.specifier)]
+    assert exact == []  # the lock pins; pyproject says what works
+    extras = project()["optional-dependencies"]
+    assert set(extras["all"][0].split("[")[1].rstrip("]").split(",")) == set(extras) - {"all"}
+
+
+def test_a_pin_out_of_range_is_reported():
+    reqs = [
+        Requirement("onnxruntime>=1.17,<2"),
+        Requirement("numpy<1.24"),
+        Requirement("x; python_version<'3'"),
     ]
+    assert out_of_range(reqs, {"onnxruntime": "1.16.0"}) == [
+        "onnxruntime: pinned 1.16.0, pyproject asks <2,>=1.17",
+        "numpy: no pin in the lock",
+    ]
+
+
+def test_the_installed_metadata_is_this_pyproject():
+    """A stale install (pyproject changed, not reinstalled) fails here: reinstall with ``pip install -e .``."""
+    installed = {
+        str(Requirement(r))
+        for r in importlib.metadata.requires("actorq") or []
+        if Requirement(r).marker is None or "extra" not in str(Requirement(r).marker)
+    }
+    assert installed == {str(r) for r in requirements()}

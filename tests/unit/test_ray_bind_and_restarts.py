@@ -52,6 +52,7 @@ def test_local_cluster_listens_on_the_bind_and_warns_when_ray_cannot(caplog):
     assert "listen on every interface" in caplog.text
 
 
+@pytest.mark.subprocess
 def test_connect_modules_import_without_ray():
     code = (
         "import sys, actorq.launchers.ray_connect, actorq.launchers.ray_starts\n"

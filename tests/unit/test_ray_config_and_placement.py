@@ -16,7 +16,7 @@ from actorq.config import ConfigError, config_from_dict, replace
 from actorq.launchers.placement import RunContext
 from actorq.launchers.ray_placement import SLIVER, RayPlacement
 from actorq.launchers.topology import RoleSpec, topology
-from actorq.roles.weights_key import ensure_run_key
+from actorq.weights_key import ensure_run_key
 from tests.conftest import tiny_config
 
 
@@ -129,6 +129,7 @@ def test_insecure_runs_pass_no_key_file(tmp_path):
     assert args[-2:] == (None, True)
 
 
+@pytest.mark.subprocess
 def test_launchers_import_without_ray():
     code = (
         "import sys, actorq.launchers.ray_placement, actorq.launchers.ray_role, actorq.launchers.train\n"

@@ -7,6 +7,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from actorq.roles.health import HEALTH_FILE_ENV, STALE_FLOOR_S, check, heartbeat
 
 
@@ -53,6 +55,7 @@ def test_replay_is_healthy_only_while_its_port_accepts_connections(tmp_path, mon
     assert not healthy and f"port {port} refuses connections" in reason
 
 
+@pytest.mark.subprocess
 def test_module_exit_status_is_the_docker_healthcheck_contract(tmp_path):
     path = tmp_path / "health.json"
     run = [sys.executable, "-m", "actorq.roles.health"]

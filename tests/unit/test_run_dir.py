@@ -14,6 +14,7 @@ import pytest
 
 import actorq.cli as cli
 import actorq.launchers.train
+from actorq.errors import ExitCode
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "configs/dqn/gym_cartpole.yaml")
@@ -58,7 +59,7 @@ def test_non_empty_run_dir_without_resume_is_refused(tmp_path, capsys):
     (tmp_path / "learner").mkdir()
     before = sorted(p.name for p in tmp_path.iterdir())
     code = cli.main(["train", CONFIG, "--run-dir", str(tmp_path), "--quiet"])
-    assert code == cli.EXIT_USAGE and not _NoLaunch.started
+    assert code == ExitCode.USAGE and not _NoLaunch.started
     errors = _errors(capsys)
     assert len(errors) == 1
     # The message names both ways out: resume that run, or use another directory.
@@ -70,7 +71,7 @@ def test_non_empty_run_dir_without_resume_is_refused(tmp_path, capsys):
 def test_second_run_into_the_same_dir_is_refused(tmp_path, capsys):
     run_dir = tmp_path / "run"
     assert cli.main(["train", CONFIG, "--run-dir", str(run_dir), "--quiet"]) == 0
-    assert cli.main(["train", CONFIG, "--run-dir", str(run_dir), "--quiet"]) == cli.EXIT_USAGE
+    assert cli.main(["train", CONFIG, "--run-dir", str(run_dir), "--quiet"]) == ExitCode.USAGE
     assert _NoLaunch.started == [run_dir]
     assert "is not empty" in _errors(capsys)[0]
 
@@ -78,7 +79,7 @@ def test_second_run_into_the_same_dir_is_refused(tmp_path, capsys):
 def test_run_dir_that_is_a_file_is_refused(tmp_path, capsys):
     path = tmp_path / "afile"
     path.write_text("x")
-    assert cli.main(["train", CONFIG, "--run-dir", str(path), "--quiet"]) == cli.EXIT_USAGE
+    assert cli.main(["train", CONFIG, "--run-dir", str(path), "--quiet"]) == ExitCode.USAGE
     assert "is a file" in _errors(capsys)[0]
 
 
@@ -87,7 +88,7 @@ def test_resume_with_another_run_dir_is_refused(tmp_path, capsys):
     assert cli.main(["train", CONFIG, "--run-dir", str(run_dir), "--quiet"]) == 0
     other = tmp_path / "other"
     code = cli.main(["train", "--resume", str(run_dir), "--run-dir", str(other), "--quiet"])
-    assert code == cli.EXIT_USAGE and _NoLaunch.started == [run_dir] and not other.exists()
+    assert code == ExitCode.USAGE and _NoLaunch.started == [run_dir] and not other.exists()
     errors = _errors(capsys)
     assert len(errors) == 1 and str(other) in errors[0] and f"--run-dir {run_dir}" in errors[0]
     # Naming the same directory (spelled differently) is fine, and so is leaving --run-dir out.
@@ -97,6 +98,7 @@ def test_resume_with_another_run_dir_is_refused(tmp_path, capsys):
     assert _NoLaunch.started == [run_dir] * 3
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 def test_make_run_uses_a_new_dated_directory():
     dry = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True, timeout=60)

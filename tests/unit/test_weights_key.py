@@ -15,8 +15,8 @@ from actorq.launchers.topology import role_command, topology
 from actorq.networks.mapping import torch_state_shapes
 from actorq.quantize.codec import encode_message
 from actorq.roles import build_role
-from actorq.roles.common import VersionRecord
-from actorq.roles.weights_key import (
+from actorq.roles.version_record import VersionRecord
+from actorq.weights_key import (
     KEY_ENV,
     KEY_ROLES,
     WeightsKeyError,
@@ -194,7 +194,7 @@ def test_key_file_permissions_are_reported_by_who_else_can_read_it(tmp_path, cap
     path = tmp_path / "weights.key"
     path.write_text("ab" * 32)
     os.chmod(path, mode)
-    with caplog.at_level("INFO", logger="actorq.roles.weights_key"):
+    with caplog.at_level("INFO", logger="actorq.weights_key"):
         load_key_file(path)
     found = [r for r in caplog.records if str(path) in r.getMessage()]
     if level is None:

@@ -32,13 +32,14 @@ import numpy as np
 
 from actorq.actors.kernels.base import Kernel, PolicySpec
 from actorq.actors.kernels.torch_kernels import Fp32Torch
+from actorq.errors import ActorQError
 from actorq.quantize.message import EncodedTensor
 
 PROBES = 128
 """Probe observations per check."""
 
 
-class KernelVerificationError(RuntimeError):
+class KernelVerificationError(ActorQError, RuntimeError):
     """A named kernel does not compute the policy within its precision's bound on this machine."""
 
 

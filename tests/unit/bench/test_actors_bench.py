@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from actorq.bench import ablation
 from actorq.bench.actors_summary import amdahl_notes, summarize
-from actorq.bench.actors_worker import Variant, WorkerPool, bench_config, measure, reference_state
-from actorq.bench.common import interleave
 from actorq.bench.floors import batching_notes, gemm_rate_gmacs
-from actorq.launchers.orchestration import plan_runs
+from actorq.experiments import ablation
+from actorq.experiments.orchestration import plan_runs
+from actorq.measure.actors_worker import Variant, WorkerPool, bench_config, measure, reference_state
+from actorq.measure.common import interleave
 from actorq.timers import BREAKDOWN_COMPONENTS, Timers
 from tests.conftest import tiny_config
 

@@ -133,8 +133,8 @@ def test_the_published_learner_weights_map_back_to_the_policys_own(algorithm):
     # to torch; the actors must end up with the policy's weights, not transposed or renamed ones.
     import numpy as np
 
-    from actorq.bench.actors_worker import reference_state
     from actorq.bench.comm_worker import learner_variables
+    from actorq.measure.actors_worker import reference_state
     from actorq.networks.mapping import tf_to_torch_state
 
     config = tiny_config(algorithm, **{"network.policy_layers": [32, 16]})

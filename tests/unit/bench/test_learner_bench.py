@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from actorq.bench.learner_summary import format_table, summarize
-from actorq.bench.learner_variants import PLAIN, bench_config, parse_variant
 from actorq.config import ConfigError, replace
-from actorq.roles.common import ONEDNN_ENV, apply_learner_environment, learner_environment
+from actorq.measure.learner_variants import PLAIN, bench_config, parse_variant
+from actorq.roles.process_setup import ONEDNN_ENV, apply_learner_environment, learner_environment
 from tests.conftest import tiny_config
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -119,6 +119,7 @@ def test_summary_medians_and_paired_ratios():
     assert "config" in format_table(list(rows.values()))
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_bench_learner_cli_runs_real_learners(tmp_path):
     out = tmp_path / "learner.json"

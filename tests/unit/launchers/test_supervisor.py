@@ -12,7 +12,7 @@ from actorq.launchers.placement import Placement, RunContext
 from actorq.launchers.ray_placement import RayPlacement
 from actorq.launchers.supervisor import MAX_RESTARTS, Supervisor, run_context
 from actorq.launchers.topology import RoleSpec
-from actorq.roles.weights_key import KEY_ENV, ensure_run_key, load_key_file, run_key_path
+from actorq.weights_key import KEY_ENV, ensure_run_key, load_key_file, run_key_path
 from tests.conftest import tiny_config
 
 

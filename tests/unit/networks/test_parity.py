@@ -262,6 +262,7 @@ def _run_python(code: str) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120, env=env)
 
 
+@pytest.mark.subprocess
 def test_actor_modules_import_neither_tensorflow_nor_learner_code():
     _run_python(
         "import sys; import actorq.networks, actorq.networks.torch_nets, actorq.actors.policy; "

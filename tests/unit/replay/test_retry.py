@@ -156,11 +156,11 @@ BOUNDARIES = {
     "actorq/algorithms/__init__.py",  # a plugin's entry point that fails to load: logged, named when asked for
     "actorq/actors/kernels/select.py",  # a kernel engine that cannot build: recorded in the selection's errors
     "actorq/actors/kernels/verify.py",  # a kernel that cannot run the probes: recorded in its Check
-    "actorq/bench/actors_worker.py",  # starting the worker pool: whatever fails stops the workers started, re-raised
+    "actorq/measure/actors_worker.py",  # starting the worker pool: whatever fails stops the workers started, re-raised
     "actorq/bench/netns.py",  # building namespace hosts: whatever fails (Ctrl-C too) removes what was made, re-raised
-    "actorq/bench/worker_protocol.py",  # a bench worker's command: logged and reported to the bench
+    "actorq/measure/protocol.py",  # a bench worker's command: logged and reported to the bench
     "actorq/launchers/energy.py",  # codecarbon, optional: logged, energy recorded as unavailable
-    "actorq/launchers/experiment.py",  # writing one run's record: logged, a rerun writes it, the grid goes on
+    "actorq/experiments/experiment.py",  # writing one run's record: logged, a rerun writes it, the grid goes on
     "actorq/launchers/ray_placement.py",  # calls into a cluster whose actors may be dead or gone: logged
     "actorq/launchers/ray_role.py",
     "actorq/launchers/ray_starts.py",  # the start log, an actor on a node that may be gone: counts become unknown  # a Ray worker process's role: logged in its own log, Ray reports it dead

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from actorq.hardware import machine_differences
+from actorq.plan import regime as model
+from actorq.plan.model import network_sizes
 from actorq.report import regime
 from actorq.report.analysis import build_tables
 from actorq.report.cli import build_report
 from actorq.report.grid_md import ci_table
-from actorq.report.plan_input import PlanError, check_plans, load_plan, network_sizes
+from actorq.report.plan_input import PlanError, check_plans, load_plan
 from actorq.report.records import load_runs
 from tests.unit.report.synthetic import make_run, ramp_returns
 
@@ -90,7 +92,7 @@ def expected(precision: str, envs: int = 1) -> float:
 
     def delivered(p: str) -> float:
         supply, capacity = MEASURED[(PINNED["name"], p, envs)]
-        return regime.delivered_rate(supply, capacity, SPI)
+        return model.delivered_rate(supply, capacity, SPI)
 
     return delivered(precision) / delivered("fp32")
 
@@ -248,32 +250,6 @@ def test_runs_without_a_recorded_cpu_two_plans_of_a_task_and_other_files_are_ref
         load_plan(broken)
 
 
-def test_the_committed_plans_own_prediction_is_the_reports(tmp_path):
-    # The plan and the report share the regime model: runs at the plan's recommended setting get the plan's
-    # predicted speed-up from the plan's own figures.
-    path = Path(__file__).parents[3] / "reports/plan-2026-11-27-zen4/plan.json"
-    data = json.loads(path.read_text())
-    setting = data["meta"]["recommendation"]["setting"]
-    machine = copy.deepcopy(data["meta"]["machine"])
-    runs = tmp_path / "runs"
-    for seed in range(2):
-        for precision, rate in (("fp32", 400.0), (setting["precision"], 1600.0)):
-            make_run(
-                runs, precision, seed, ramp_returns(20, 100.0), steps_per_s=rate, spi=setting["spi"], batch=64,
-                learner_rate=rate * setting["spi"] / 64, hardware=machine,
-                config_extra={
-                    "algorithm": data["meta"]["algorithm"], "env": {"suite": "gym", "task": "CartPole-v1"},
-                    "network": {"policy_layers": data["meta"]["policy_layers"]},
-                    "affinity": {"learner": [0], "actor": [1]},
-                    "actor": {"envs_per_actor": setting["envs_per_actor"], "num_actors": 1},
-                },
-            )  # fmt: skip
-            summary = runs / f"{precision}-s{seed}" / "summary.json"
-            summary.write_text(summary.read_text().replace(TASK, data["meta"]["task"]))
-    t = tables(runs, path)
-    assert t.predicted_speedup(setting["precision"]) == pytest.approx(setting["speedup_vs_fp32"])
-
-
 def test_network_sizes_are_found_in_either_section():
     old = {"algorithm": "d4pg", "network": {"policy_layers": [64], "critic_layers": [32, 32], "vmin": -1.0}}
     new = {"algorithm": "d4pg", "network": {"policy_layers": [64]}, "d4pg": {"critic_layers": [32, 32]}}
@@ -299,7 +275,7 @@ def test_given_parameters_replace_the_runs_and_must_be_one_per_run():
     given = regime.Given(regime.Estimate(629.0, "plan", plan="plan p"), regime.Estimate(2144.0, "plan"))
     (r,) = regime.assess([run], [given])
     assert (r.capacity.value, r.supply.value) == (629.0, 2144.0)
-    assert r.delivered == regime.delivered_rate(2144.0, 629.0, SPI)
+    assert r.delivered == model.delivered_rate(2144.0, 629.0, SPI)
     (r,) = regime.assess([run], [None])  # the run's own: never starved, 64 samples/s
     assert r.capacity.value == 64.0 and r.capacity.runs == ("a",)
     with pytest.raises(ValueError, match="one entry per run"):

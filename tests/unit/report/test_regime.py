@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from actorq.plan import regime as model
 from actorq.report import regime
 from actorq.report.regime import ACTOR_BOUND, BALANCED, LEARNER_BOUND, NO_LIMITER, UNKNOWN, RunRates
 
@@ -28,35 +29,35 @@ def rates(name: str, precision: str = "fp32", **kw) -> RunRates:
 
 
 def test_delivered_rate_is_the_smaller_of_supply_and_capacity_over_spi():
-    assert regime.delivered_rate(500.0, 320.0, 1.0) == 320.0  # the learner lets 320 env steps/s in
-    assert regime.delivered_rate(500.0, 320.0, 0.25) == 500.0  # 1280 allowed: the actors' 500 is the limit
-    assert regime.delivered_rate(500.0, 320.0, 8.0) == 40.0
-    assert regime.delivered_rate(500.0, None, 0.0) == 500.0  # no limiter: what the actors make
+    assert model.delivered_rate(500.0, 320.0, 1.0) == 320.0  # the learner lets 320 env steps/s in
+    assert model.delivered_rate(500.0, 320.0, 0.25) == 500.0  # 1280 allowed: the actors' 500 is the limit
+    assert model.delivered_rate(500.0, 320.0, 8.0) == 40.0
+    assert model.delivered_rate(500.0, None, 0.0) == 500.0  # no limiter: what the actors make
     with pytest.raises(ValueError, match="capacity"):
-        regime.delivered_rate(500.0, None, 1.0)
+        model.delivered_rate(500.0, None, 1.0)
     with pytest.raises(ValueError, match=">= 0"):
-        regime.delivered_rate(-1.0, 320.0, 1.0)
+        model.delivered_rate(-1.0, 320.0, 1.0)
 
 
 def test_predicted_label_and_margin():
-    assert regime.predicted_label(500.0, 320.0, 1.0) == LEARNER_BOUND  # 500 vs 320: 1.56x
-    assert regime.predicted_label(500.0, 320.0, 0.25) == ACTOR_BOUND  # 500 vs 1280
-    assert regime.predicted_label(350.0, 320.0, 1.0) == BALANCED  # 1.09x: inside the margin
-    assert regime.predicted_label(384.0, 320.0, 1.0) == LEARNER_BOUND  # exactly MARGIN (1.2x)
-    assert regime.predicted_label(500.0, None, 1.0) == UNKNOWN
-    assert regime.predicted_label(500.0, 320.0, 0.0) == NO_LIMITER
+    assert model.predicted_label(500.0, 320.0, 1.0) == LEARNER_BOUND  # 500 vs 320: 1.56x
+    assert model.predicted_label(500.0, 320.0, 0.25) == ACTOR_BOUND  # 500 vs 1280
+    assert model.predicted_label(350.0, 320.0, 1.0) == BALANCED  # 1.09x: inside the margin
+    assert model.predicted_label(384.0, 320.0, 1.0) == LEARNER_BOUND  # exactly MARGIN (1.2x)
+    assert model.predicted_label(500.0, None, 1.0) == UNKNOWN
+    assert model.predicted_label(500.0, 320.0, 0.0) == NO_LIMITER
 
 
 def test_predicted_speedup_is_the_ratio_of_median_delivered_rates():
     # int8 actors make 2.6x fp32's env steps/s, but at spi 1 the learner admits only 320 of them: 320/252.
-    fp32 = [regime.delivered_rate(252.0, 320.0, 1.0)] * 3
-    int8 = [regime.delivered_rate(649.0, 320.0, 1.0)] * 3
-    assert regime.predicted_speedup(int8, fp32) == pytest.approx(320 / 252)
+    fp32 = [model.delivered_rate(252.0, 320.0, 1.0)] * 3
+    int8 = [model.delivered_rate(649.0, 320.0, 1.0)] * 3
+    assert model.predicted_speedup(int8, fp32) == pytest.approx(320 / 252)
     # At spi 0.25 the learner admits 1280: the full 2.6x.
-    fp32 = [regime.delivered_rate(252.0, 320.0, 0.25)]
-    int8 = [regime.delivered_rate(649.0, 320.0, 0.25), None]
-    assert regime.predicted_speedup(int8, fp32) == pytest.approx(649 / 252)
-    assert regime.predicted_speedup([None], fp32) is None
+    fp32 = [model.delivered_rate(252.0, 320.0, 0.25)]
+    int8 = [model.delivered_rate(649.0, 320.0, 0.25), None]
+    assert model.predicted_speedup(int8, fp32) == pytest.approx(649 / 252)
+    assert model.predicted_speedup([None], fp32) is None
 
 
 @pytest.mark.parametrize(

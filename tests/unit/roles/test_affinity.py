@@ -9,16 +9,17 @@ import sys
 import pytest
 
 from actorq.config import ConfigError, load_config
-from actorq.roles.common import AffinityError, pin_role_cpus
+from actorq.roles.process_setup import AffinityError, pin_role_cpus
 from tests.conftest import tiny_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
+@pytest.mark.subprocess
 def test_a_role_process_runs_only_on_its_cores():
     cpu = min(os.sched_getaffinity(0))
     code = (
-        "import os; from tests.conftest import tiny_config; from actorq.roles.common import pin_role_cpus; "
+        "import os; from tests.conftest import tiny_config; from actorq.roles.process_setup import pin_role_cpus; "
         f"c = tiny_config('dqn', **{{'affinity.learner': ({cpu},)}}); "
         "print(pin_role_cpus(c, 'learner'), sorted(os.sched_getaffinity(0)), pin_role_cpus(c, 'actor'))"
     )

@@ -10,6 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 
 # A stuck run: its SIGTERM handler only sets a flag (as the supervisor's does) and its main thread never looks at
@@ -17,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
 STUCK = textwrap.dedent(
     """
     import signal, threading
-    from actorq.roles.common import exit_after_stop_signal
+    from actorq.roles.signals import exit_after_stop_signal
     flag = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: flag.set())
     exit_after_stop_signal(1.0)
@@ -30,6 +32,7 @@ STUCK = textwrap.dedent(
 )
 
 
+@pytest.mark.subprocess
 def test_sigterm_ends_a_process_whose_main_thread_is_stuck():
     proc = subprocess.Popen(
         [sys.executable, "-c", STUCK], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

@@ -13,10 +13,11 @@ import pytest
 from actorq.launchers import ray_role
 from actorq.metrics import read_metrics
 from actorq.roles import host as host_module
-from actorq.roles.common import ONEDNN_ENV, RoleBase
+from actorq.roles.base import RoleBase
 from actorq.roles.host import RoleHost
-from actorq.roles.weights_key import KEY_ENV, ensure_run_key, load_key_file, run_key_path
+from actorq.roles.process_setup import ONEDNN_ENV
 from actorq.status import LearnerStatus, read_status
+from actorq.weights_key import KEY_ENV, ensure_run_key, load_key_file, run_key_path
 from tests.conftest import tiny_config
 from tests.waiting import wait_until
 
@@ -148,6 +149,7 @@ def test_the_ray_role_prefers_the_launchers_key_file_and_writes_status_at_a_bloc
             handler.close()
 
 
+@pytest.mark.subprocess
 def test_actorq_role_sets_the_learners_environment_before_tensorflow_loads(tmp_path):
     """The process entry pins and sets the learner's environment before anything imports reverb/TensorFlow (an
     unreachable replay ends it with status 3 after TensorFlow loaded)."""

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from actorq.launchers.topology import RoleSpec, role_command
 from tests.waiting import wait_until
 
@@ -19,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 ROLE = textwrap.dedent(
     """
     import os, sys, threading
-    from actorq.roles.common import install_stop_handlers, stop_with_parent
+    from actorq.roles.signals import install_stop_handlers, stop_with_parent
     stop = threading.Event()
     install_stop_handlers(stop)
     stop_with_parent(int(sys.argv[2]), poll_s=0.05, **dict(zip(("parent", "this"), sys.argv[3:])))
@@ -50,6 +52,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.subprocess
 def test_a_role_stops_gracefully_once_its_launcher_is_killed(tmp_path):
     marker = str(tmp_path / "role")
     launcher = subprocess.Popen(
@@ -92,11 +95,13 @@ def _orphan(tmp_path: Path, *names: str) -> str:
         role.kill()
 
 
+@pytest.mark.subprocess
 def test_a_role_whose_launcher_is_already_gone_stops_at_once(tmp_path):
     err = _orphan(tmp_path)
     assert f"the launcher (pid {NOT_PARENT}) that started this role is gone: stopping" in err
 
 
+@pytest.mark.subprocess
 def test_the_stop_says_what_was_started_by_what(tmp_path):
     # `actorq train --stop-with-parent` is a run under some parent (an experiment), not a role under a launcher.
     err = _orphan(tmp_path, "parent process", "run")

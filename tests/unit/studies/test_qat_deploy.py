@@ -15,8 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from actorq.report import qat_md, qat_stats
-from actorq.studies import envs, qat, qat_deploy, qat_finetune, qat_study
+from actorq.studies import envs, qat, qat_deploy, qat_finetune, qat_md, qat_stats, qat_study
 from actorq.studies import torch_fake_quant as tq
 
 

@@ -280,9 +280,8 @@ def test_hostile_vecnormalize_stops_the_cli(tmp_path: Path, capsys: pytest.Captu
     marker = tmp_path / "pwned"
     _save(PPO, "CartPole-v1", tmp_path, name="CartPole-v1.zip")
     (tmp_path / "vecnormalize.pkl").write_bytes(_hostile_pickles(marker)[0])
-    with pytest.raises(SystemExit) as exc:
-        cli.main(["ptq", "--policy", str(tmp_path), "--bits", "fp32", "--out", str(tmp_path / "out")])
-    assert exc.value.code == 2 and not marker.exists() and not (tmp_path / "out").exists()
+    exc = cli.main(["ptq", "--policy", str(tmp_path), "--bits", "fp32", "--out", str(tmp_path / "out")])
+    assert exc == 2 and not marker.exists() and not (tmp_path / "out").exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error:") and "system" in err[-1] and "refusing" in err[-1]
 
