@@ -16,6 +16,7 @@ import actorq.launchers.train
 from actorq import algorithms
 from actorq.algorithms.torso import MIN_IMAGE_SIDE, Torso
 from actorq.config import ConfigError, load_config
+from actorq.errors import ExitCode
 
 ROOT = Path(__file__).resolve().parents[2]
 CARTPOLE = str(ROOT / "configs/dqn/gym_cartpole.yaml")
@@ -107,7 +108,7 @@ def test_train_refuses_a_conv_torso_on_a_flat_task_before_anything_starts(tmp_pa
     run_dir = tmp_path / "run"
     code = cli.main(["train", CARTPOLE, "network.torso=nature_cnn", "--run-dir", str(run_dir), "--quiet"])
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-    assert code == cli.EXIT_USAGE and not started and not run_dir.exists()
+    assert code == ExitCode.USAGE and not started and not run_dir.exists()
     assert len(errors) == 1 and "network.torso=nature_cnn" in errors[0] and "shape (4,)" in errors[0], errors
     # The same task with the default (auto) is accepted: an MLP.
     assert cli.main(["train", CARTPOLE, "--run-dir", str(run_dir), "--quiet"]) == 0 and len(started) == 1
