@@ -24,7 +24,7 @@ picks some):
 * which kernel an actor would choose per precision (fastest verified at batch 1, and at batch 8 among those
   that verify at batch 8 too: ``actor.envs_per_actor`` 8) and for ``auto`` (fp32 unless another precision is
   faster by more than 3%), and the CPU (model, flags, caches, bandwidth) it all ran on;
-* for a conv policy, each layer's time per torch kernel at batch 1 and 8 (:mod:`actorq.bench.policy_layers`):
+* for a conv policy, each layer's time per kernel at batch 1 and 8 (:mod:`actorq.bench.policy_layers`):
   whether a precision's gain comes from the convolutions' arithmetic or the 3136x512 dense layer's weight stream.
 """
 
@@ -173,6 +173,7 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
             if t0 - start > budget_s:
                 break
 
+    tensors = {n: decode_message(messages[(n, NATURAL_BITS[n.split("/")[0]][0])]).tensors for n in policies}
     weights = spec.weight_count()
     bandwidth = {p: read_bandwidth_gbs(weights * nb) for p, nb in BYTES_PER_WEIGHT.items()}
     dram_gbs = read_bandwidth_gbs(EVICT_BYTES)  # the cold calls' floor: every weight byte from DRAM
@@ -236,7 +237,7 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
         "rejected_at_8": {r["kernel"]: r["reason"] for r in survey8.rejected},
         "read_gbs": {p: round(v, 2) for p, v in bandwidth.items()},
         "records": records,
-        "layers": layer_records(policies, {b: inputs[b] for b in LAYER_BATCHES}, quick)
+        "layers": layer_records(policies, {b: inputs[b] for b in LAYER_BATCHES}, quick, tensors)
         if shape.image
         else [],
     }

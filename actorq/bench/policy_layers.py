@@ -6,13 +6,19 @@ per observation (a weight stream: where int8's 4x fewer bytes help). ``actorq be
 every verified torch kernel (``ActorPolicy.module``) on the inputs that layer sees in a real forward (captured
 once with forward hooks), interleaved over layers and repeats, median per layer; beside each, the layer's
 multiply-adds and weight bytes at the kernel's precision, so a row reads as achieved GMAC/s or GB/s. ONNX Runtime
-kernels run the whole network in one session and have no per-layer rows. A convolution's time includes its im2col
-copy where the kernel computes it as a matrix product (:class:`~actorq.networks.torch_nets.Im2colConv`).
+kernels run the whole network in one session: theirs come from ONNX Runtime's own per-node profile of a session
+built for it (each node named after its layer; median per node over the runs, summed per layer; the input's cast
+and transposes and the flatten belong to no layer). A convolution's time includes its im2col copy where the kernel
+computes it as a matrix product (:class:`~actorq.networks.torch_nets.Im2colConv`), and in int8 ONNX Runtime graphs
+its activations' quantization.
 """
 
 from __future__ import annotations
 
+import json
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -71,18 +77,47 @@ def time_layers(policy: Any, x: np.ndarray, reps: int, budget_s: float) -> dict[
     return {name: float(np.median(s) * 1e6) for name, s in samples.items()}
 
 
+def ort_layer_times(name: str, spec: Any, tensors: Any, x: np.ndarray, runs: int) -> dict[str, float]:
+    """Microseconds of each layer of ONNX Runtime kernel ``name`` with ``tensors`` installed, from its per-node
+    profile over ``runs`` forwards of ``x`` after two warm-up ones (median per node, summed per layer)."""
+    from actorq.actors.kernels import build_kernel
+
+    names = [layer for layer, _, _ in layer_shapes(spec)]
+    with tempfile.TemporaryDirectory(prefix="actorq-ort-profile-") as tmp:
+        kernel = build_kernel(name, spec)
+        kernel.profile_dir = tmp
+        kernel.install(kernel.prepare(tensors))
+        for _ in range(runs + 2):
+            kernel.forward(x)
+        events = json.loads(Path(kernel.session.end_profiling()).read_text())
+    per_node: dict[str, list[float]] = {}
+    for event in events:
+        label = event.get("name", "")
+        if event.get("cat") == "Node" and label.endswith("_kernel_time"):
+            node = label[: -len("_kernel_time")].split(" ")[-1]  # "fused torso.0.y": ONNX Runtime's fusions
+            per_node.setdefault(node, []).append(float(event["dur"]))
+    times = dict.fromkeys(names, 0.0)
+    for node, durations in per_node.items():
+        layer = next((n for n in names if node.startswith(f"{n}.")), None)
+        if layer is not None:
+            times[layer] += float(np.median(durations[2:] or durations))
+    return times
+
+
 def layer_records(
-    policies: dict[str, Any], inputs: dict[int, np.ndarray], quick: bool
+    policies: dict[str, Any], inputs: dict[int, np.ndarray], quick: bool, tensors: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """One record per (torch kernel, batch, layer): ``us``, its share of the layers' sum, multiply-adds and weight
-    bytes; ``x_fp32``: fp32/torch's time for the same layer and batch over this one."""
+    """One record per (kernel, batch, layer): ``us``, its share of the layers' sum, multiply-adds and weight
+    bytes; ``x_fp32``: fp32/torch's time for the same layer and batch over this one. ``tensors``: each kernel's
+    installed message tensors (an ONNX Runtime kernel's profiled session is built from them)."""
     reps, budget_s = (5, 0.005) if quick else (15, 0.02)
-    times = {
-        (name, batch): t
-        for name, policy in policies.items()
-        for batch in LAYER_BATCHES
-        if (t := time_layers(policy, inputs[batch], reps, budget_s)) is not None
-    }
+    times = {}
+    for name, policy in policies.items():
+        for batch in LAYER_BATCHES:
+            t = time_layers(policy, inputs[batch], reps, budget_s)
+            if t is None:
+                t = ort_layer_times(name, policy.spec, tensors[name], inputs[batch], 3 * reps)
+            times[(name, batch)] = t
     records = []
     for (name, batch), per_layer in times.items():
         precision = name.split("/", 1)[0]
@@ -115,7 +150,7 @@ def format_layers(records: list[dict[str, Any]], policy: str) -> list[str]:
         f"{'kernel':<14} {'batch':>5} {'layer':<8} {'kind':<5} {'us':>8} {'share':>6} {'x fp32':>6} "
         f"{'GMAC/s':>7} {'GB/s':>6}"
     )
-    lines = ["", f"per layer ({policy}; torch kernels)", head, "-" * len(head)]
+    lines = ["", f"per layer ({policy})", head, "-" * len(head)]
     for r in records:
         speed = "-" if r["x_fp32"] is None else f"{r['x_fp32']:.2f}"
         lines.append(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,9 @@ class OrtKernel(Kernel):
     """Base: builds the graph from a message; subclasses choose how a Linear layer is written."""
 
     prepare_off_thread = True
+    profile_dir: str | None = None
+    """Set on an instance before ``prepare``: its sessions write ONNX Runtime's per-node profile there
+    (``actorq bench policy``'s per-layer times)."""
 
     @classmethod
     def unavailable(cls) -> str | None:
@@ -141,6 +145,8 @@ class OrtKernel(Kernel):
             graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)]
         )
         model.ir_version = 8  # what onnxruntime 1.23 and onnx 1.12 agree on
+        for node in model.graph.node:  # named by output ("torso.0.y"): a profile's times map to their layer
+            node.name = node.name or node.output[0]
         return model.SerializeToString()
 
     # -- Kernel ------------------------------------------------------------------------------------------------
@@ -154,7 +160,15 @@ class OrtKernel(Kernel):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # don't burn the env's core
         options.log_severity_level = 3
+        if self.profile_dir:
+            options.enable_profiling = True
+            options.profile_file_prefix = str(Path(self.profile_dir) / self.name.replace("/", "_"))
         return ort.InferenceSession(self._model_bytes(tensors), options, providers=["CPUExecutionProvider"])
+
+    @property
+    def session(self) -> Any:
+        """The ONNX Runtime session now installed (diagnostics: :meth:`end_profiling` reads its profile)."""
+        return self._session
 
     def install(self, payload: Any) -> None:
         old, self._session = self._session, payload
