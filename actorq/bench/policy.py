@@ -5,7 +5,8 @@ For a large policy (D4PG 3x2048, obs 24, act 6: the ActorQ paper's size), a smal
 picks some):
 
 * every registered kernel (:mod:`actorq.actors.kernels`) is verified against fp32 on the full-range probe, as an
-  actor does at start: ``verified``, ``rejected`` (with the measured error) or ``unavailable`` (with why);
+  actor does at start: ``verified``, ``rejected`` (with the measured error), ``unavailable`` (with why) or ``n/a``
+  (a conv-only kernel on an MLP);
 * forward latency of each verified kernel at batch 1/8/64 on one thread (``ActorPolicy.__call__``, numpy in
   and out, as an actor calls it). Repeats interleave the kernels in a rotating order, so machine drift and
   neighbours' load hit all alike; each visit starts with one untimed call (the steady state an actor running one
@@ -193,6 +194,9 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
         if name in survey.unavailable:
             records.append({**base, "status": "unavailable", "reason": survey.unavailable[name]})
             continue
+        if name in survey.not_applicable:
+            records.append({**base, "status": "n/a", "reason": survey.not_applicable[name]})
+            continue
         if name not in policies:
             reason = next((r["reason"] for r in survey.rejected if r["kernel"] == name), "")
             records.append({**base, "status": "rejected", "error": survey.errors.get(name), "reason": reason})
@@ -263,7 +267,7 @@ def run_policy_bench(quick: bool, json_path: str | None, policies: list[str] | N
 
     Returns:
         ``{"hardware": {...}, "policies": [{"policy", "weights", "chosen": {precision|auto: kernel},
-        "read_gbs", "records": [...]}]}``; a record per kernel (``status`` verified / rejected / unavailable)
+        "read_gbs", "records": [...]}]}``; a record per kernel (``status`` verified / rejected / unavailable / n/a)
         and, for verified ones, per comm width and batch.
     """
     import torch

@@ -18,7 +18,7 @@ BYTES_PER_WEIGHT = {"fp32": 4, "fp16": 2, "int8": 1}
 KERNELS = {
     "fp32": ("torch", "ort"),
     "fp16": ("fbgemm", "half"),
-    "int8": ("ort-u8", "ort-s8r", "ort-s8", "fbgemm", "x86", "onednn", "qnnpack", "intmm"),
+    "int8": ("ort-u8", "ort-s8r", "ort-s8r-f32conv", "ort-s8", "fbgemm", "x86", "onednn", "qnnpack", "intmm"),
 }
 """Actor inference kernels per precision (``actorq.actors.kernels`` implements them). ``actor.kernel: auto``
 verifies each against fp32 on the machine that runs the actor and uses the fastest that passes."""

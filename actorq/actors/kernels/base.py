@@ -164,6 +164,12 @@ class Kernel(abc.ABC):
         """Why this machine or installation can't build this kernel (None when it can)."""
         return None
 
+    @classmethod
+    def inapplicable(cls, spec: PolicySpec) -> str | None:
+        """Why this kernel is no candidate for ``spec``'s network (None when it is): a kernel that differs from
+        another only in how it computes some kind of layer is left out of networks without such layers."""
+        return None
+
     @abc.abstractmethod
     def prepare(self, tensors: Mapping[str, EncodedTensor]) -> Any:
         """Everything ``install`` needs, built from a validated message's tensors; never touches live weights."""

@@ -339,3 +339,23 @@ class Int8OrtS8R(Int8OrtS8):
             node("QuantizeLinear", [x, f"{p}sx", f"{p}zx"], [f"{p}qx"]),
         ]
         return f"{p}qx", f"{p}sx", f"{p}zx"
+
+
+class Int8OrtS8RFloatConv(Int8OrtS8R):
+    """:class:`Int8OrtS8R`'s dense layers, the convolutions in fp32 (``Conv``, MLAS's blocked NCHWc kernels) on the
+    message's int8 codes' values (dequantized: exact).
+
+    A conv layer reuses each weight at every output position, so its cost is arithmetic, where MLAS's fp32 conv
+    outran ``ConvInteger`` (u8 x u8, plus quantizing the activations) on the CPUs measured (an Intel Xeon with
+    AVX512-VNNI, ``actorq bench policy --policy atari``'s per-layer rows); the 3136x512 dense layer is a weight
+    stream, where int8's 4x fewer bytes pay. Only a candidate for conv policies (on an MLP it is ``ort-s8r``).
+    """
+
+    name = "int8/ort-s8r-f32conv"
+
+    @classmethod
+    def inapplicable(cls, spec: PolicySpec) -> str | None:
+        return None if spec.image is not None else "no convolutions in this policy: it would be int8/ort-s8r"
+
+    def _conv(self, helper, numpy_helper, prefix: str, x: str, tensors, inits: list, nodes: list) -> str:
+        return ort_conv.float_conv(self.spec, helper, numpy_helper, prefix, x, tensors, inits, nodes)

@@ -178,3 +178,17 @@ def test_an_int8_policy_acts_on_frames_from_an_8bit_message():
     np.testing.assert_array_equal(policy(frames.astype(np.float32)), got)  # frames as floats: the same pixels
     with pytest.raises(ValueError, match=r"\*obs_shape=\(44, 44, 4\)"):
         policy(frames[:, :40])
+
+
+def test_the_f32conv_kernel_is_a_candidate_for_conv_policies_only():
+    """``int8/ort-s8r-f32conv`` differs from ``ort-s8r`` only in its convolutions: on an MLP it is left out (and
+    refused by name), on the conv policy it is verified like every other kernel."""
+    mlp = PolicySpec.build("dqn", 4, 2, (16,))
+    _, selection = select_kernel(mlp, "int8", use_cache=False, budget_s=0.01)
+    assert "no convolutions" in selection.not_applicable["int8/ort-s8r-f32conv"]
+    with pytest.raises(KernelVerificationError, match="int8/ort-s8r-f32conv: no convolutions"):
+        ActorPolicy("dqn", 4, 2, (16,), "int8", kernel="ort-s8r-f32conv", use_cache=False)
+    spec = conv_spec(SMALL, (64,))
+    _, selection = select_kernel(spec, "int8", requested="ort-s8r-f32conv", use_cache=False)
+    assert selection.kernel == "int8/ort-s8r-f32conv" and selection.error <= dqn.BOUNDS["int8"]
+    assert not selection.not_applicable
