@@ -19,7 +19,8 @@ PIP_TMP_NEED_MIB := 3700
 VENV_DISK_CHECK ?= 1
 
 .PHONY: run test test-avx2 test-fast lint lock format bench reproduce reproduce-cpu reproduce-cpu-learnerbound \
-  reproduce-cpu-actorbound reproduce-cpu-subset reproduce-qat reproduce-qat-subset venv clean help
+  reproduce-cpu-actorbound reproduce-cpu-subset replicate-acrobot-int8 device-check reproduce-qat \
+  reproduce-qat-subset venv clean help
 
 help:
 	@echo "make run        train DQN (3x2048) on CartPole-v1 with int8 actors to return 195 (<= 10 min), print the summary"
@@ -35,6 +36,11 @@ help:
 	@echo "                ~16 h) and issue 34's actor-bound one (reproduce-cpu-actorbound: learner and actor on their own"
 	@echo "                cores, spi 0.25, ~57.5 h; ACTORBOUND_EXPERIMENTS=NAMES runs only some of its cells);"
 	@echo "                REPRODUCE_SUBSET=1 or reproduce-cpu-subset: the actor-bound subset (~86 min)"
+	@echo "make device-check  torch-only check of a GPU box (actor forwards x N processes, fp32/int8/fp16; DQN and D4PG"
+	@echo "                update twins on the GPU) into DEVICE_CHECK_OUT; the CPU part alone without a GPU"
+	@echo "make replicate-acrobot-int8  issue 91's preregistered replication of the int8 Acrobot 1-env speed-up (fp32"
+	@echo "                and int8 x 10 seeds, ~12-13 h on a 2-core Zen 3, alone on the machine), resumable; its report"
+	@echo "                says replicated or not by the criterion frozen in its grid file"
 	@echo "make reproduce-qat  issue 37's QAT study, reports/studies/qat_recipe: fp32 vs PTQ vs fine-tuned QAT at 8-2 bits,"
 	@echo "                10 seeds, resumable (runs the cells without a record, then re-renders its report). From empty,"
 	@echo "                on 2 cores: PPO+A2C CartPole ~1.9 h next to DDPG Pendulum ~3.2 h; ZOO=<rl-trained-agents dir> then"
@@ -277,6 +283,38 @@ reproduce-cpu-actorbound: $(STAMP)
 	exit $$status
 reproduce-cpu-subset:
 	$(MAKE) reproduce-cpu-actorbound REPRODUCE_SUBSET=1
+
+# Issue 91: what a GPU box does for ActorQ, with torch alone (a lent device machine has Python 3.12 and torch, no
+# TensorFlow and no registry): N actor processes (1, 2, 4, ... cores-1) timing forwards of the 3x2048 MLP and the
+# Nature-CNN at fp32/int8/fp16, batch 1 and 8, each checked against fp32; and on a GPU, torch twins of the DQN and
+# D4PG updates (learner steps/s for `actorq plan --learner-steps-per-s`). One JSON naming the machine; without a GPU
+# the CPU part only (exit 0). No venv needed: it runs with whatever python has torch ($(DEVICE_PYTHON)).
+DEVICE_CHECK_OUT ?= runs/device-check/device-check.json
+DEVICE_PYTHON ?= $(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,python3)
+DEVICE_CHECK_ARGS ?=
+device-check:
+	$(DEVICE_PYTHON) actorq/bench/device_check.py --out $(DEVICE_CHECK_OUT) $(DEVICE_CHECK_ARGS)
+
+# Issue 91: the preregistered replication of the one speed-up claim (int8 actors reach Acrobot-v1's -95 sooner than
+# fp32 at 1 env per actor), frozen in $(REPLICATION_GRID) before its first run: the grid runs it whole (no budget
+# scale, no subset) and refuses to start unless that file is committed unchanged; each record names the file's commit
+# and sha256 and the run's DRAM bandwidth. Records go to $(REPLICATION_RECORDS)/<machine slug>/dqn_acrobot/records
+# (one CPU kind per folder); rerunning the target resumes. Needs the machine alone for ~12-13 h (2-core Zen 3). The
+# report (`--preregistered`) states "replicated" or "not replicated" by the frozen criterion once all 20 runs count.
+REPLICATION_GRID ?= configs/experiments/replication-acrobot-int8.yaml
+REPLICATION_OUT ?= runs/replication-acrobot-int8
+REPLICATION_RECORDS ?= reports/experiments/replication-acrobot-int8
+replicate-acrobot-int8: $(STAMP)
+	@grep -m1 'model name' /proc/cpuinfo; nproc
+	@set -u; status=0; \
+	slug=$$($(VENV)/bin/python -c 'from actorq.hardware import machine_slug; print(machine_slug())'); \
+	rec=$(REPLICATION_RECORDS)/$$slug; mkdir -p $$rec; echo "records: $$rec"; \
+	$(VENV)/bin/actorq grid $(REPLICATION_GRID) --out $(REPLICATION_OUT) --records $$rec || status=$$?; \
+	[ $$status -eq 130 ] && { echo "interrupted: run the same make command again to resume"; exit 130; }; \
+	if [ -d $$rec/dqn_acrobot/records ]; then \
+	  $(VENV)/bin/actorq report $$rec/dqn_acrobot/records --preregistered $(REPLICATION_GRID) --out $$rec/report || exit $$?; \
+	fi; \
+	exit $$status
 
 # fp32 vs PTQ vs QAT to convergence (issues 22, 37): two workers (`actorq qat-study`, 1 torch thread each) on
 # disjoint cells, then `actorq qat-report`. Resumable: each cell writes its JSON record when it finishes and a rerun

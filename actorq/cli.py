@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_optional(bench, bench_sub, "actorq.bench.learner", "add_parser")
     _add_optional(bench, bench_sub, "actorq.bench.replay", "add_parser")
     _add_optional(bench, bench_sub, "actorq.bench.comm", "add_parser")
+    _add_optional(bench, bench_sub, "actorq.experiments.actor_probe", "add_parser")
     _add_optional(bench, bench_sub, "actorq.studies.cli", "add_bench_parser")
     _add_optional(parser, sub, "actorq.studies.cli", "add_subcommands")
     _add_optional(parser, sub, "actorq.report.cli", "add_subcommands")

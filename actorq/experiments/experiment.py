@@ -44,6 +44,7 @@ import yaml
 from actorq.config import ConfigError, load_config, replace
 from actorq.config.loading import to_dict
 from actorq.errors import ExitCode
+from actorq.experiments import prereg
 from actorq.experiments.orchestration import (
     LOGS_DIR,
     RUN_OVERHEAD_MIN,
@@ -212,13 +213,20 @@ class Experiment:
         sys.stdout.flush()
         return code
 
+    def _experiment(self) -> dict[str, Any]:
+        """What each record says made it: this experiment's folder name and, for a preregistered grid, the frozen
+        file's path, commit and sha256 (:func:`actorq.experiments.prereg.identity`)."""
+        return {"name": self.out.name, **(getattr(self.args, "frozen_identity", None) or {})}
+
     def _write_record(self, run: PlannedRun, interruption: str | None = None) -> bool:
         """Write the run's curated record (``interruption``: :data:`CENSORED` for a run cut off that counts). A run
         directory it cannot read (no summary, no time zero) or a record it cannot write is logged and the grid goes
         on (the run directory still holds everything, and a rerun of the experiment writes the record of a finished
         run, or runs a cut-off one again); anything else is a bug and stops the grid."""
         try:
-            write_record(self.out / run.name, self.records_dir, dict(run.sweep), interruption)
+            write_record(
+                self.out / run.name, self.records_dir, dict(run.sweep), interruption, self._experiment()
+            )
         except (OSError, ValueError) as exc:
             log.error(
                 "could not write the record of %s (%s); rerun the experiment to write it", run.name, exc
@@ -281,7 +289,10 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         validate_task(replace(config, **{"actor.precision": precision}).env)
     run_torso(config)
     sweeps = plan_sweeps(args.config, args.overrides, args.sweep)
-    runs = plan_runs(args.precisions, args.seed_list, sweeps)
+    runs = plan_runs(args.precisions, args.seed_list, sweeps, args.order_seed)
+    args.frozen_identity = prereg.identity(args.frozen) if args.frozen else None
+    if args.frozen_identity:
+        prereg.check_records(records_dir_of(args), args.frozen_identity["grid_sha256"])
     if getattr(args, "records", None):
         check_records(Path(args.records), runs, f"{config.env.suite}:{config.env.task}")
     check_finished_configs(args, runs, records_dir_of(args))
@@ -403,6 +414,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="a run stopped part-way (Ctrl-C, SIGTERM): rerun = run it again from scratch when the command runs "
         "again (default); censor = count it, censored at its last evaluation (for grids stopped by the clock: "
         "rerunning keeps only runs short enough to fit between stops)",
+    )
+    parser.add_argument(
+        "--order-seed",
+        type=int,
+        metavar="N",
+        help="shuffle the runs within each seed by this seed (default: rotate them per seed)",
+    )
+    parser.add_argument(
+        "--frozen",
+        metavar="GRID_FILE",
+        help="the preregistered grid file these runs belong to: refused unless it is committed and unchanged; each "
+        "record names its commit and sha256, and records of another frozen file are refused (`actorq grid` passes it)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the runs' commands in order and exit")
     parser.set_defaults(func=cmd_experiment)

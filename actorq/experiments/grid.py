@@ -15,6 +15,8 @@ each run's record is written as it finishes, and rerunning the same command skip
 instead of running it again): a grid of many hours goes on after a crash, an interrupt or in a fresh
 checkout holding only the committed records, on the machine that made them: a task whose records are of another
 CPU is refused before the first run unless ``--allow-other-machine`` (:mod:`actorq.experiments.same_machine`).
+A file with a ``preregistration`` block is run whole, as committed, its runs shuffled within each seed by its frozen
+order seed and each record naming the file's commit and sha256 (:mod:`actorq.experiments.prereg`).
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ import yaml
 
 from actorq.config import ConfigError
 from actorq.errors import ExitCode
-from actorq.experiments import experiment
+from actorq.experiments import experiment, prereg
 from actorq.experiments.orchestration import RUN_OVERHEAD_MIN, parse_precisions
 from actorq.experiments.same_machine import ALLOW_FLAG
+from actorq.report import preregistration
+from actorq.report.preregistration import Preregistration
 
 HOURS_TOLERANCE = 0.05
 """How far a grid file's ``expected_hours`` may be from what its cells and budgets add up to (a share)."""
@@ -85,6 +89,10 @@ class Grid:
     interruptions: str = experiment.INTERRUPTIONS[0]
     """What a run stopped part-way becomes (``actorq experiment --interruptions``): ``rerun`` from scratch, or
     ``censor`` (counted, censored at its last evaluation), for grids that span sessions stopped by the clock."""
+    preregistration: Preregistration | None = None
+    """The frozen design of a preregistered grid (:mod:`actorq.experiments.prereg`); None for other grids."""
+    path: str = ""
+    """The grid file (what a preregistered grid's runs name as frozen)."""
 
     def runs(self) -> int:
         """How many runs the grid has."""
@@ -146,7 +154,7 @@ def load_grid(path: str | Path, subset: str | None = None) -> Grid:
         where,
         data,
         {"name", "precisions", "seeds", "expected_hours", "experiments"},
-        {"subsets", "interruptions"},
+        {"subsets", "interruptions", "preregistration"},
     )
     interruptions = str(data.get("interruptions", experiment.INTERRUPTIONS[0]))
     if interruptions not in experiment.INTERRUPTIONS:
@@ -165,7 +173,17 @@ def load_grid(path: str | Path, subset: str | None = None) -> Grid:
         experiments=tuple(_experiment(n, e, where) for n, e in experiments.items()),
         subsets=dict(subsets),
         interruptions=interruptions,
+        path=str(path),
     )
+    if "preregistration" in data:
+        block = preregistration.parse(data["preregistration"], where)
+        if subsets:
+            raise ConfigError(f"{where}: a preregistered grid has no subsets (each would change its design)")
+        prereg.check_against(
+            block, where, grid.precisions, grid.seeds,
+            [(e.name, e.overrides, e.max_minutes) for e in grid.experiments],
+        )  # fmt: skip
+        grid = replace(grid, preregistration=block)
     for name, sub in subsets.items():  # every subset is checked, whichever one runs
         _check_hours(_subset(grid, name, sub, where), f"{where}: subset {name}")
     _check_hours(grid, where)
@@ -242,6 +260,8 @@ def experiment_argv(grid: Grid, exp: GridExperiment, out: Path, records: Path) -
     for sweep in exp.sweep:
         argv += ["--sweep", sweep]
     argv += ["--interruptions", grid.interruptions]
+    if grid.preregistration is not None:
+        argv += ["--frozen", grid.path, "--order-seed", str(grid.preregistration.order_seed)]
     return [*argv, "--out", str(out / exp.name), "--records", str(records / exp.task / "records")]
 
 
@@ -254,7 +274,13 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 def cmd_grid(args: argparse.Namespace) -> int:
     """Validate every experiment of the grid (printing nothing), then run them in order; 130 when interrupted."""
-    grid = narrowed(load_grid(args.grid, args.subset), args.experiments, args.budget_scale)
+    loaded = load_grid(args.grid, args.subset)
+    if loaded.preregistration is not None and (args.experiments or args.budget_scale != 1):
+        raise ConfigError(
+            f"{args.grid} is preregistered: --experiments and --budget-scale would change its frozen design "
+            "(run it whole, as committed)"
+        )
+    grid = narrowed(loaded, args.experiments, args.budget_scale)
     out = Path(args.out) / (args.subset or "")
     records = Path(args.records or args.out) / (args.subset or "")
     allow = [ALLOW_FLAG] if args.allow_other_machine else []

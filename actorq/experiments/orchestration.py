@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 from actorq.config import PRECISIONS, ConfigError
 from actorq.launchers.train import RUN_EXIT_DEADLINE_S
 from actorq.measure.common import rotated
@@ -80,9 +82,13 @@ class PlannedRun:
         return [f"{key}={value}" for key, value in self.sweep]
 
 
-def plan_runs(labels: list[str], seeds: list[int], sweeps: list[Sweep] | None = None) -> list[PlannedRun]:
+def plan_runs(
+    labels: list[str], seeds: list[int], sweeps: list[Sweep] | None = None, order_seed: int | None = None
+) -> list[PlannedRun]:
     """Runs in execution order: seed by seed, every cell (label x sweep values) once per seed, the cells rotated
-    by the seed's position.
+    by the seed's position, or, with ``order_seed``, shuffled within each seed by
+    ``numpy.random.default_rng([order_seed, seed])`` (a preregistered grid's randomised order, fixed by a committed
+    seed: the same on every rerun and every machine).
 
     With at least as many seeds as cells the rotation is a Latin square (each cell at each position once per
     ``len(cells)`` seeds); with fewer seeds the shifts are spread over the whole cycle, so no cell always runs
@@ -91,7 +97,11 @@ def plan_runs(labels: list[str], seeds: list[int], sweeps: list[Sweep] | None = 
     cells = [(label, sweep) for sweep in (sweeps or [()]) for label in labels]
     runs = []
     for i, seed in enumerate(seeds):
-        runs += [PlannedRun(label, seed, sweep) for label, sweep in rotated(cells, i, len(seeds))]
+        if order_seed is None:
+            order = rotated(cells, i, len(seeds))
+        else:
+            order = [cells[j] for j in np.random.default_rng([order_seed, seed]).permutation(len(cells))]
+        runs += [PlannedRun(label, seed, sweep) for label, sweep in order]
     return runs
 
 

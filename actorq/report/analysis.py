@@ -25,6 +25,7 @@ from actorq.report.measure import (
     rates,
 )
 from actorq.report.paired import PairedReward, paired_reward
+from actorq.report.pairing import pairing
 from actorq.report.plan_input import Plan, given_for, memory_note
 from actorq.report.regime import assess
 from actorq.report.runs import RunData, split_label
@@ -104,15 +105,15 @@ class TaskTable:
 
     def ratio_ci(self, base_label: str, label: str) -> bootstrap.Interval:
         """Median time of ``base_label`` / median time of ``label`` with its bootstrap 95% CI, resampled by seed
-        when both labels ran the same seeds once each (a seed's runs share its machine), else run by run.
+        only when the runs pair (one cell, one experiment, one machine: :func:`actorq.report.pairing.pairing`), else
+        run by run.
 
         Undefined (None parts) when the threshold is degenerate: times to a score the untrained policy already
         makes do not measure learning."""
         base_runs, runs = self.runs.get(base_label, []), self.runs.get(label, [])
         if self.degenerate:
             return bootstrap.Interval(None, None, None, len(runs), sum(m.t_reach is not None for m in runs))
-        base_seeds, seeds = [m.seed for m in base_runs], [m.seed for m in runs]
-        paired = bool(runs) and len(set(seeds)) == len(seeds) and sorted(base_seeds) == sorted(seeds)
+        paired = pairing(base_label, base_runs, label, runs)[0]
         if paired:
             by_seed = {m.seed: m for m in base_runs}
             base_runs = [by_seed[m.seed] for m in runs]

@@ -19,8 +19,9 @@ from typing import Any
 
 from actorq.errors import UsageError
 from actorq.report import behaviour_md as bmd
+from actorq.report import comparisons_md as cmd
+from actorq.report import coverage, intervals, machines, model_check, paper, render, replication, stats
 from actorq.report import grid_md as gmd
-from actorq.report import intervals, machines, paper, render, stats
 from actorq.report import markdown as md
 from actorq.report import projection_md as pmd
 from actorq.report import versions_md as vmd
@@ -38,7 +39,7 @@ def _img(path: Path | None, out: Path, alt: str) -> str:
     return f"![{alt}]({path.relative_to(out)})\n" if path else ""
 
 
-def _task_section(t: TaskTable, out: Path) -> list[str]:
+def _task_section(t: TaskTable, out: Path, coverage_sims: int, plans: tuple = ()) -> list[str]:
     s = [f"## {t.task}\n"]
     if t.fixed_threshold:
         s.append(
@@ -68,6 +69,10 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
     s += [caveat, ""] if caveat else []
     best = gmd.best_vs_best(t)
     s += [best, ""] if best else []
+    finite, found = cmd.comparison_table(t, coverage_sims)
+    if finite:
+        s += ["### Speed-ups that stay finite, the log-rank test, and what may be said\n", finite, ""]
+        s += [cmd.unbounded_line(found), "", cmd.NOTE, ""]
     s += [md.paper_comparison(t), ""]
     s += [
         "### Time to reward, median and min-max over seeds (with per-seed speed-ups)\n",
@@ -117,6 +122,7 @@ def _task_section(t: TaskTable, out: Path) -> list[str]:
         pmd.REGIME_MODEL,
         "",
     ]
+    s += model_check.section(t, plans)
     s += ["### Projection: time to reward with a k-times faster learner (model, not measured)\n"]
     s += [pmd.projection_table(t), "", pmd.PROJECTION_MODEL, ""]
     budget = pmd.budget_steps(t)
@@ -178,7 +184,7 @@ def _machine(info: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
+def _numbers(tables: list[TaskTable], coverage_sims: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for t in tables:
         labels = {}
@@ -246,6 +252,7 @@ def _numbers(tables: list[TaskTable]) -> dict[str, Any]:
             "untrained_return": t.untrained(),
             "threshold_degenerate": t.degenerate,
             "best_cells": {p: t.best_cell(p) for p in ("fp32", "fp16", "int8")},
+            "comparisons": cmd.as_json(cmd.comparison_table(t, coverage_sims)[1], coverage_sims),
             "labels": labels,
         }
     return out
@@ -267,8 +274,14 @@ def build_report(
     fraction: float = stats.DEFAULT_FRACTION,
     statistic: str = "mean",
     plans: list[str] | None = None,
+    coverage_sims: int | None = None,
+    preregistered: str | None = None,
 ) -> Path:
     """Write ``out/report.md`` (+ figures, ``report.json``); returns the markdown path.
+
+    ``coverage_sims``: simulations per true ratio of each comparison's coverage (0: none; None:
+    :data:`actorq.report.coverage.EFFECT_SIMS`). ``preregistered``: a preregistered grid file, whose claim the
+    report then judges by its frozen criterion (:mod:`actorq.report.replication`).
 
     ``plans``: ``actorq plan --json`` files whose C (and S_p) the regime model uses for the runs they describe.
 
@@ -277,6 +290,7 @@ def build_report(
             (checked before anything is written).
         actorq.report.analysis.TargetMismatchError: the runs of one task stopped at different targets.
     """
+    coverage_sims = coverage.EFFECT_SIMS if coverage_sims is None else coverage_sims
     runs, skipped = load_runs(paths)
     loaded = tuple(load_plan(p) for p in plans or [])
     check_plans(loaded, runs)
@@ -304,8 +318,10 @@ def build_report(
                 f"they ran; each run stopped when the mean of {stats.DEFAULT_WINDOW} evaluations after the learner's "
                 "first update reached it (its section names the threshold).\n"
             ]
+    if preregistered:
+        s += replication.section(preregistered, runs)
     for t in tables:
-        s += _task_section(t, out)
+        s += _task_section(t, out, coverage_sims, loaded)
     for path in bench or []:
         try:
             s += _bench_section(Path(path), out)
@@ -315,7 +331,7 @@ def build_report(
         s.append("_No finished runs found._\n")
     report = out / "report.md"
     report.write_text("\n".join(s) + "\n")
-    (out / "report.json").write_text(json.dumps(_numbers(tables), indent=1, default=str))
+    (out / "report.json").write_text(json.dumps(_numbers(tables, coverage_sims), indent=1, default=str))
     return report
 
 
@@ -334,9 +350,12 @@ def _main(args: argparse.Namespace) -> int:
         raise UsageError(f"--window must be >= 1, got {args.window}")
     if not 0 < args.fraction <= 1:
         raise UsageError(f"--fraction must be in (0, 1], got {args.fraction}")
+    if args.coverage_sims < 0:
+        raise UsageError(f"--coverage-sims must be >= 0, got {args.coverage_sims}")
     path = build_report(
-        args.dirs, args.out, args.bench, args.window, args.fraction, args.statistic, args.plan
-    )
+        args.dirs, args.out, args.bench, args.window, args.fraction, args.statistic, args.plan,
+        args.coverage_sims, args.preregistered,
+    )  # fmt: skip
     sys.stdout.write(f"report: {path}\n")
     return 0
 
@@ -366,4 +385,18 @@ def add_subcommands(subparsers: Any) -> None:
         "--fraction", type=float, default=stats.DEFAULT_FRACTION, help="of the best fp32 return"
     )
     parser.add_argument("--statistic", choices=("mean", "median"), default="mean", help="smoothing statistic")
+    parser.add_argument(
+        "--coverage-sims",
+        type=int,
+        default=coverage.EFFECT_SIMS,
+        metavar="N",
+        help="simulations per true speed-up (1, 2, 3x) of each comparison's interval coverage at its own censoring "
+        f"(default {coverage.EFFECT_SIMS}, ~5 s per comparison; 0: none)",
+    )
+    parser.add_argument(
+        "--preregistered",
+        metavar="GRID_FILE",
+        help="a preregistered grid file (its `preregistration` block): the report judges its claim by the frozen "
+        "criterion, counting only runs whose records name the file's sha256",
+    )
     parser.set_defaults(func=_main)

@@ -13,6 +13,12 @@ distribution, and the share of intervals that hold the known value is its real c
 * ``speedup`` (:func:`actorq.report.bootstrap.speedup_ci`, paired): two groups of n such censored times, truth 1;
   an undefined interval (every resample unbounded) counts as holding it (it claims nothing).
 
+The speed-ups are also simulated where they are used, with an effect (:func:`effect_coverage`): per comparison, at
+its own number of seeds and its fp32 runs' real censoring rate, under true speed-ups of 1, 2 and 3, the runs of a
+seed correlated (log-normal times whose spread is the comparison's own log-normal fit): how often the ratio of
+Kaplan-Meier medians' interval, the RMST ratio's and (``--effects --aft``, slow) the log-normal AFT ratio's hold
+the truth, and how often the medians' interval is unbounded.
+
 Percentile bootstrap intervals undercover at small n (the resamples of n values are less spread than new samples
 of n), which is what the figures show; a skewed or heavy-tailed reward covers less than the normal here. The
 figures in :data:`COVERAGE` were measured with ``python -m actorq.report.coverage`` (see :func:`main`); the report
@@ -24,10 +30,13 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import brentq
+from scipy.stats import norm
 
-from actorq.report import bootstrap, intervals
+from actorq.report import bootstrap, censored, intervals
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +116,88 @@ def one(method: str, n: int, rng: np.random.Generator) -> bool:
     raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
 
 
+TRUE_RATIOS = (1.0, 2.0, 3.0)
+"""The true speed-ups coverage is simulated under."""
+SEED_CORRELATION = 0.5
+"""Correlation of a seed's two log times in :func:`effect_coverage` (a seed's runs share its initial network and
+its slot on the machine)."""
+EFFECT_SIMS = 200
+"""Simulations per true ratio in the report (a share from 200 is within about 3 points of the real coverage)."""
+DEFAULT_SIGMA = 0.5
+"""The spread of log times simulated with where a comparison has no log-normal fit."""
+
+
+def true_rmst(mu: float, sigma: float, tau: float) -> float:
+    """E[min(T, tau)] of a log-normal T (log mean ``mu``, spread ``sigma``)."""
+    z = (math.log(tau) - mu) / sigma
+    return math.exp(mu + sigma**2 / 2) * norm.cdf(z - sigma) + tau * norm.sf(z)
+
+
+def budget_for(censored_share: float, ratio: float, sigma: float) -> float:
+    """The budget at which log-normal times (fp32's log mean 0, the other's ``-ln ratio``, spread ``sigma``) leave
+    ``censored_share`` of both groups' runs together unreached (clipped to 0.5%-95%)."""
+    share = min(max(censored_share, 0.005), 0.95)
+
+    def excess(log_tau: float) -> float:
+        return (norm.sf(log_tau / sigma) + norm.sf((log_tau + math.log(ratio)) / sigma)) / 2 - share
+
+    return math.exp(brentq(excess, -20 * sigma - 10, 20 * sigma + 10))
+
+
+@dataclass(frozen=True)
+class EffectCoverage:
+    """Real coverage of a comparison's intervals at one true ratio."""
+
+    ratio: float
+    median: float
+    """Share of the medians' ratio intervals holding the truth (an undefined one counts as holding it)."""
+    median_unbounded: float
+    """Share of the medians' ratio intervals with an end at 0 or infinity (or none)."""
+    rmst: float
+    aft: float | None
+    sims: int
+
+
+def effect_coverage(
+    n: int,
+    censored_share: float,
+    ratio: float,
+    sigma: float = DEFAULT_SIGMA,
+    rho: float = SEED_CORRELATION,
+    sims: int = EFFECT_SIMS,
+    seed: int = 0,
+    paired: bool = True,
+    aft: bool = False,
+) -> EffectCoverage:
+    """Simulate ``sims`` comparisons of ``n`` seeds: fp32's log times N(0, sigma^2), the other's ``-ln ratio``
+    lower, the seed's two correlated by ``rho``; both censored at the budget ``tau`` that leaves ``censored_share``
+    of the two groups' runs together unreached (the comparison's own share). Intervals as the report makes them
+    (paired when ``paired``)."""
+    rng = np.random.default_rng(seed)
+    tau = budget_for(censored_share, ratio, sigma)
+    truth_rmst = true_rmst(0.0, sigma, tau) / true_rmst(-math.log(ratio), sigma, tau)
+    held = {"median": 0, "unbounded": 0, "rmst": 0, "aft": 0}
+    for _ in range(sims):
+        shared = rng.normal(size=n) * math.sqrt(rho) if paired else np.zeros(n)
+        own = math.sqrt(1 - rho) if paired else 1.0
+        tb = np.exp(sigma * (shared + own * rng.normal(size=n)))
+        to = np.exp(sigma * (shared + own * rng.normal(size=n)) - math.log(ratio))
+        reach_b = [float(t) if t <= tau else None for t in tb]
+        reach_o = [float(t) if t <= tau else None for t in to]
+        at = [tau] * n
+        med = bootstrap.speedup_ci(reach_b, reach_o, paired=paired, base_censored_at=at, other_censored_at=at)
+        held["median"] += _holds(med, ratio)
+        held["unbounded"] += censored.unbounded(med)
+        b, o = censored.Times.of(reach_b, at), censored.Times.of(reach_o, at)
+        held["rmst"] += _holds(censored.rmst_ratio_ci(b, o, tau, paired)[0], truth_rmst)
+        if aft:
+            held["aft"] += _holds(censored.aft_ratio(b, o)[0], ratio)
+    return EffectCoverage(
+        ratio, held["median"] / sims, held["unbounded"] / sims, held["rmst"] / sims,
+        held["aft"] / sims if aft else None, sims,
+    )  # fmt: skip
+
+
 def simulate(method: str, n: int, sims: int, seed: int = 0) -> float:
     """The share of ``sims`` simulated intervals of ``method`` at ``n`` seeds that hold the truth."""
     rng = np.random.default_rng(seed)
@@ -131,9 +222,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=sorted(METHODS))
     parser.add_argument("--sims", type=int, default=1000, help="simulations per method and n")
     parser.add_argument("--sims-improvement", type=int, default=200, help="fewer: ~1 s each")
+    parser.add_argument(
+        "--effects", type=float, nargs="+", metavar="CENSORED_SHARE",
+        help="instead: the speed-ups' coverage under true ratios 1, 2, 3 at these fp32 censoring shares",
+    )  # fmt: skip
+    parser.add_argument("--sigma", type=float, default=DEFAULT_SIGMA, help="--effects: spread of log times")
+    parser.add_argument("--rho", type=float, default=SEED_CORRELATION, help="--effects: a seed's correlation")
+    parser.add_argument("--aft", action="store_true", help="--effects: also the log-normal AFT ratio (slow)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")  # rliable logs each call at INFO
     log.setLevel(logging.INFO)
+    if args.effects:
+        for share in args.effects:
+            for n in args.n:
+                for r in TRUE_RATIOS:
+                    c = effect_coverage(n, share, r, args.sigma, args.rho, args.sims, aft=args.aft)
+                    log.info(
+                        "n=%d censored %.2f true %gx: medians %.3f (unbounded %.3f), RMST %.3f, AFT %s (%d sims)",
+                        n, share, r, c.median, c.median_unbounded, c.rmst,
+                        "-" if c.aft is None else f"{c.aft:.3f}", c.sims,
+                    )  # fmt: skip
+        return
     for method in args.methods:
         for n in args.n:
             sims = args.sims_improvement if method == "improvement" else args.sims

@@ -9,6 +9,7 @@ import numpy as np
 
 from actorq.report import bootstrap, coverage, intervals, paper, regime, stats
 from actorq.report.analysis import RunMetrics, TaskTable
+from actorq.report.comparisons import best_against_best
 from actorq.report.disturbance import share_cell
 from actorq.report.markdown import fmt, table
 from actorq.report.paired import AXES
@@ -143,7 +144,9 @@ CI_NOTE = (
     "time column's Kaplan-Meier median where no run was censored before it), with a hand-written percentile "
     "bootstrap interval "
     f"({bootstrap.RESAMPLES:,} resamples; no package gives one for a ratio of censored medians), resampled by seed "
-    "when both ran the same seeds (a seed's runs share its machine) and run by run otherwise. An unreached run "
+    "when both ran the same seeds in one cell (a seed's runs there ran back to back on one machine) and run by run "
+    "otherwise; it is unbounded (an end at 0x or inf) whenever censoring leaves a resample's median unreached, and "
+    "the finite ratios below (RMST, log-normal AFT) are read instead. An unreached run "
     "bounds a speed-up by the time it was last seen short of the threshold: '>= 1.09x' means fp32's median run had "
     "not reached it by 1.09 times the precision's median time, and the interval's upper end is then unbounded. A "
     "speed-up is claimed (**faster**) only where the interval's lower bound is above 1, and never from a threshold at "
@@ -178,13 +181,14 @@ def best_vs_best(t: TaskTable) -> str:
             )
             continue
         text = f"- {precision}: `{cell}`, {km_cell(t.time_ci(cell))} s"
-        if precision != "fp32" and base is not None:
-            ratio = t.ratio_ci(base, cell)
-            text += f"; speed-up vs fp32's best (`{base}`): {ratio.fmt(2, 'x', inf='inf')}"
+        if precision != "fp32" and base is not None and (c := best_against_best(t, precision)) is not None:
+            text += f"; speed-up vs fp32's best (`{base}`): {c.median_ratio.fmt(2, 'x', inf='inf')}"
         lines.append(text)
     lines.append(
         "Picking each precision's best cell from the same runs favours every precision alike (the minimum of noisy "
-        "medians is biased low); read the per-cell rows above for the unselected comparison."
+        "medians is biased low), so the interval chooses each precision's best cell again inside every resample, "
+        "with the cells resampled apart (unpaired: two cells share only their seed numbers); read the per-cell rows "
+        "above for the unselected comparison."
     )
     if t.cell_differences:
         diffs = "; ".join(f"`{k}`: {', '.join(v)}" for k, v in t.cell_differences.items())

@@ -71,6 +71,10 @@ class PlanCell:
     capacity: float
     """C: learner samples/s beside those actors (and, in plans that timed them, beside the evaluator's and the
     quantizer's work on the learner's cores)."""
+    inference_ms: float | None = None
+    """Of the actors' time per env step, the policy forwards' (None in plans that did not record it)."""
+    step_ms: float | None = None
+    """The actors' whole time per env step (1000 / S_p per actor)."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,8 @@ def _cell(m: dict[str, Any]) -> PlanCell:
         envs_per_actor=int(m["envs_per_actor"]),
         supply=float(m["supply"]),
         capacity=float(m["capacity"]),
+        inference_ms=float(m["inference_ms"]) if m.get("inference_ms") is not None else None,
+        step_ms=float(m["step_ms"]) if m.get("step_ms") is not None else None,
     )
 
 
@@ -219,7 +225,7 @@ def _machine_differences(plan: Plan, run: RunData) -> list[str]:
     return machine_differences(plan.machine, hardware)
 
 
-def _split_matches(cell: PlanCell, plan: Plan, run: RunData) -> bool:
+def split_matches(cell: PlanCell, plan: Plan, run: RunData) -> bool:
     affinity = run.config.get("affinity") or {}
     learner = tuple(affinity.get("learner") or ()) or plan.cores
     actor = tuple(affinity.get("actor") or ()) or plan.cores
@@ -236,7 +242,7 @@ def given_for(plans: Sequence[Plan], run: RunData) -> Given | None:
     plan = next((p for p in plans if p.task == run.task), None)
     if plan is None:
         return None
-    split = [c for c in plan.cells if _split_matches(c, plan, run)]
+    split = [c for c in plan.cells if split_matches(c, plan, run)]
     if not split:
         return None
     envs = int(run.cfg("actor", "envs_per_actor", 1))

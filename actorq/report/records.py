@@ -70,10 +70,15 @@ def counts(record: dict[str, Any]) -> bool:
 
 
 def make_record(
-    run_dir: str | Path, sweep: dict[str, str] | None = None, interruption: str | None = None
+    run_dir: str | Path,
+    sweep: dict[str, str] | None = None,
+    interruption: str | None = None,
+    experiment: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The curated record of a finished run directory (JSON-ready); ``interruption``: :data:`CENSORED` for a run
-    cut off part-way that counts as censored.
+    cut off part-way that counts as censored; ``experiment``: which experiment made it (``name``: its folder; for a
+    preregistered grid also the frozen file's path, commit and sha256), what pairs runs (:mod:`actorq.report.pairing`)
+    and what a preregistered replication counts (:mod:`actorq.report.replication`).
 
     Raises:
         ValueError: The run directory has no readable summary or no time zero (see :func:`load_run`).
@@ -87,6 +92,7 @@ def make_record(
         "schema": SCHEMA,
         "name": run.name,
         **({"interruption": interruption} if interruption else {}),
+        **({"experiment": dict(experiment)} if experiment else {}),
         "sweep": dict(sweep or {}),
         "summary": run.summary,
         "config": run.config,
@@ -107,6 +113,7 @@ def write_record(
     records_dir: str | Path,
     sweep: dict[str, str] | None = None,
     interruption: str | None = None,
+    experiment: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``records_dir/<run>.json`` atomically (a new file; an existing record of the run is replaced whole,
     never edited in place); returns its path. ``interruption``: as :func:`make_record`'s.
@@ -115,7 +122,7 @@ def write_record(
         ValueError: The run directory has no readable summary or no time zero.
         OSError: The record could not be written.
     """
-    record = make_record(run_dir, sweep, interruption)
+    record = make_record(run_dir, sweep, interruption, experiment)
     path = Path(records_dir) / f"{record['name']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -178,6 +185,7 @@ def record_to_run(record: Any, path: Path) -> RunData:
             sweep=sweep,
             aggregates=dict(record["aggregates"]),
             eval_quantized={key: col(key) for key in QUANTIZED_EVAL_COLUMNS if key in evals},
+            experiment=record.get("experiment") if isinstance(record.get("experiment"), dict) else None,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: malformed run record ({type(exc).__name__}: {exc})") from None

@@ -63,6 +63,9 @@ class RunData:
     eval_quantized: dict[str, np.ndarray] = field(default_factory=dict)
     """The :data:`QUANTIZED_EVAL_COLUMNS` an ``evaluator.evaluate_quantized`` run wrote, aligned with ``eval_t``
     (NaN where an evaluation has none); empty for other runs."""
+    experiment: dict[str, Any] | None = None
+    """Which experiment (and frozen grid file) made the run, from its record (:func:`actorq.report.records.
+    make_record`); None for a run directory read directly or a record made before records said so."""
 
     @property
     def name(self) -> str:

@@ -22,9 +22,13 @@ from actorq.usage import module_main, setup_logging
 
 def cmd_role(args: argparse.Namespace) -> int:
     """Run the role until it is told to stop; ends the process with the role's exit status."""
+    setup_logging(args.log_level)
+    if args.role == "learner":  # before anything imports TensorFlow: its GPU libraries from the cu11 wheels
+        from actorq.gpu import preload
+
+        preload()
     from actorq.roles import main as role_main
 
-    setup_logging(args.log_level)
     config = load_config(args.config, args.overrides)
     if args.role != "replay" and not args.replay_address:
         raise UsageError(f"role {args.role} needs --replay-address HOST:PORT (the replay role's address)")

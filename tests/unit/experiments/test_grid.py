@@ -105,11 +105,12 @@ def _fake_runs(monkeypatch, cut: dict[str, int] | None = None) -> list[str]:
         started.append(run_dir.name)
         return 130 if run_dir.name in cut else 0
 
-    def write_record(run_dir, records_dir, sweep, interruption=None):
+    def write_record(run_dir, records_dir, sweep, interruption=None, experiment=None):
         records_dir.mkdir(parents=True, exist_ok=True)
         summary = json.loads((run_dir / "summary.json").read_text())
         record = {"schema": SCHEMA, "name": run_dir.name, "sweep": sweep, "summary": summary, "config": {}}
         record.update({"interruption": interruption} if interruption else {})
+        record.update({"experiment": experiment} if experiment else {})
         (records_dir / f"{run_dir.name}.json").write_text(json.dumps(record))
 
     monkeypatch.setattr(RunProcess, "run", run)

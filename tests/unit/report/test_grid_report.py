@@ -413,3 +413,22 @@ def test_a_run_cut_off_and_counted_is_read_censored_at_its_last_evaluation(tmp_p
     others = [o for ms in t.runs.values() for o in ms if o is not m]
     assert not any(o.cut_off for o in others) and all(o.final_return is not None for o in others)
     assert intervals.iqm_ci([o.final_return for o in t.runs[f"fp32 [{SPI}=1]"]]).fmt(1).endswith("(1/2)")
+
+
+def test_each_comparison_gets_finite_ratios_a_log_rank_p_and_the_unbounded_count(tmp_path):
+    out, _ = _grid(tmp_path, fp32_peak_at_8=500.0)
+    text = build_report([str(out)], tmp_path / "r").read_text()
+    section = text.split("### Speed-ups that stay finite")[1].split("\n### ")[0]
+    rows = _rows(section.split("\n\n")[1])
+    # fp32 at spi 8 never reached the threshold: its medians' ratio is unbounded, the RMST ratio is not.
+    assert rows[f"int8 [{SPI}=8] vs fp32 [{SPI}=8]"][3].endswith("inf]")
+    rmst = rows[f"int8 [{SPI}=8] vs fp32 [{SPI}=8]"][5]
+    assert "inf" not in rmst and "0.00x" not in rmst
+    assert f"int8 [{SPI}=1] vs fp32 [{SPI}=1]" in rows
+    assert any(name.endswith("(best against best)") for name in rows)
+    assert "**Unbounded intervals: 1 of" in section
+    numbers = json.loads((tmp_path / "r" / "report.json").read_text())
+    found = next(iter(numbers.values()))["comparisons"]
+    assert {c["kind"] for c in found} == {"same setting", "best against best"}
+    assert all(c["rmst_ratio"]["low"] is not None for c in found)
+    assert [c["paired"] for c in found if c["kind"] == "best against best"] == [False]
