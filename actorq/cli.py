@@ -25,10 +25,28 @@ __all__ = ["build_parser", "cmd_role", "cmd_train", "main", "resolve_train_confi
 
 # -- tasks --------------------------------------------------------------------------------------------------------
 def cmd_tasks(_args: argparse.Namespace) -> int:
-    from actorq.envs import GYM_TASKS, dmc_tasks
+    """Every task installed: dm_control's suite and Gymnasium's registry (with the ids plugins register)."""
+    from actorq.envs import algorithms_taking, dmc_tasks, gym_ids
+    from actorq.envs.wrappers import describe
 
-    sys.stdout.write("dmc (algorithm d4pg):\n  " + "\n  ".join(dmc_tasks()) + "\n")
-    sys.stdout.write("gym:\n  " + "\n  ".join(f"{t} ({k})" for t, k in GYM_TASKS.items()) + "\n")
+    ids, notes = gym_ids()
+    out = [
+        f"dmc: env.suite=dmc env.task=DOMAIN:TASK ({len(dmc_tasks())} tasks of dm_control's suite; Box actions: "
+        f"{', '.join(algorithms_taking('continuous'))})"
+    ]
+    out += [f"  {t}" for t in dmc_tasks()]
+    takers = f"Discrete actions: {', '.join(algorithms_taking('discrete'))}; Box actions: " + ", ".join(
+        algorithms_taking("continuous")
+    )
+    out.append(
+        f"gym: env.suite=gym env.task=ID ({len(ids)} ids in Gymnasium's registry), or module:Class for your own "
+        f"environment; its spaces decide the algorithms ({takers})"
+    )
+    out += [f"  {t}" for t in ids]
+    out += [f"  (not listed: {note})" for note in notes]
+    out.append("env.wrappers (gym):")
+    out += [f"  {line}" for line in describe()]
+    sys.stdout.write("\n".join(out) + "\n")
     return 0
 
 
@@ -40,7 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_parser(sub)
     role_cli.add_parser(sub)
 
-    tasks = sub.add_parser("tasks", help="list the tasks ActorQ can train on")
+    tasks = sub.add_parser(
+        "tasks",
+        help="list the installed tasks: dm_control's suite and Gymnasium's registry (with plugins' ids)",
+    )
     tasks.set_defaults(func=cmd_tasks)
 
     bench = sub.add_parser("bench", help="benchmarks")

@@ -79,8 +79,12 @@ class ActorPolicy:
             :data:`actorq.config.KERNELS`), which must verify.
         batch: Rows per forward the actor will run (the timing and the check use it).
         use_cache: Reuse (and record) the kernel choice in the kernel cache.
-        torso: What reads the observation (:mod:`actorq.algorithms.torso`); None: an MLP on the flat
-            observation. With a conv torso the policy takes ``[*obs_shape]`` or ``[B, *obs_shape]`` images.
+        obs_shape: Shape of one observation as the environment gives it (default: the torso's, else
+            ``(obs_dim,)``); for an MLP, frames (e.g. ``(10, 10, 4)`` uint8) are cast to float32 and flattened to
+            ``obs_dim`` values before it, as the learner's networks do.
+        torso: What reads the observation (:mod:`actorq.algorithms.torso`); None: an MLP on the flattened
+            observation. A conv torso takes ``[B, *obs_shape]`` images (uint8 frames stay uint8: the network
+            divides them by 255).
 
     Raises:
         ValueError: Unknown algorithm, precision or kernel name.
@@ -100,8 +104,14 @@ class ActorPolicy:
         kernel: str | None = None,
         batch: int = 1,
         use_cache: bool = True,
+        obs_shape: tuple[int, ...] | None = None,
         torso: Torso | None = None,
     ):
+        image = torso if torso is not None and torso.is_conv else None
+        default = image.obs_shape if image is not None else (int(obs_dim),)
+        self.obs_shape = tuple(int(d) for d in obs_shape) if obs_shape is not None else default
+        if int(np.prod(self.obs_shape)) != int(obs_dim) or (image is not None and self.obs_shape != default):
+            raise ValueError(f"obs_shape {self.obs_shape} does not hold obs_dim={obs_dim} values (torso: {torso})")
         self.spec = PolicySpec.build(
             algorithm, obs_dim, out_dim, layers, action_low, action_high, threads, torso
         )
@@ -149,25 +159,30 @@ class ActorPolicy:
         """Actions (D4PG, in bounds, before exploration noise) or Q-values (DQN) as float32 numpy.
 
         Args:
-            obs: ``[obs_dim]`` or ``[B, obs_dim]`` observations (a conv torso's: ``[*obs_shape]`` or ``[B,
-                *obs_shape]``, as the environment gives them; cast to the kernels' dtype, uint8 for pixels).
+            obs: One observation (``obs_shape``) or a batch (``[B, *obs_shape]``), any numeric dtype (frames are
+                uint8); for an MLP cast to float32 and flattened to ``[B, obs_dim]``, for a conv torso kept in
+                shape and cast to its input dtype (uint8 for pixels).
 
         Returns:
             ``[out_dim]`` or ``[B, out_dim]`` float32.
         """
-        x = np.asarray(obs, dtype=self.spec.input_dtype)
-        shape = self.spec.input_shape
-        rank = len(shape)
-        if x.shape[x.ndim - rank :] != shape or x.ndim not in (rank, rank + 1):
-            what, size = ("obs_dim", self.obs_dim) if self.spec.image is None else ("*obs_shape", shape)
+        x = np.asarray(obs)
+        single = x.shape == self.obs_shape
+        if not single and x.shape[1:] != self.obs_shape:
             raise ValueError(
-                f"expected observations [{what}] or [B, {what}] with {what}={size}, got {x.shape}"
+                f"expected observations {list(self.obs_shape)} or [B, *{list(self.obs_shape)}] "
+                f"(obs_dim={self.obs_dim}), got {x.shape}"
             )
+        rows = 1 if single else x.shape[0]
+        if self.spec.image is None:
+            x = x.astype(np.float32, copy=False).reshape(rows, self.obs_dim)
+        else:
+            x = x.astype(self.spec.input_dtype, copy=False).reshape(rows, *self.obs_shape)
         if not (x.flags.c_contiguous and x.flags.writeable):
             x = np.array(x, order="C")  # torch.from_numpy warns on read-only arrays
         with self._lock:
-            out = self._kernel.forward(x if x.ndim == rank + 1 else x[None])
-        return out[0] if x.ndim == rank else out
+            out = self._kernel.forward(x)
+        return out[0] if single else out
 
     # -- weights -----------------------------------------------------------------------------------------------
     def expected_shapes(self) -> dict[str, tuple[int, ...]]:

@@ -118,6 +118,9 @@ def common_meta(args: argparse.Namespace, config: ExperimentConfig) -> dict[str,
 
 def _main(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.overrides)
+    from actorq.envs import check_task
+
+    check_task(config)  # its spaces against the algorithm, before any process starts
     precisions = parse_list(args.precisions, PRECISIONS, "--precisions")
     if args.actors < 1 or args.seconds <= 0 or args.repeats < 1 or args.update_period < 1:
         raise ConfigError("--actors, --seconds, --repeats and --update-period must be positive")

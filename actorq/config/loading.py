@@ -22,7 +22,6 @@ from actorq import algorithms
 from actorq.algorithms.torso import TORSOS
 from actorq.config.schema import (
     COMM_BITS,
-    GYM_TASKS,
     KERNELS,
     LAUNCHERS,
     PRECISIONS,
@@ -56,9 +55,14 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a mapping of {tp.__name__} fields, got {value!r}")
         return _build(tp, value, prefix=key + ".")
+    if origin is dict:
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise ConfigError(f"{key}: expected a mapping of names to values, got {value!r}")
+        return dict(value)
     if origin is tuple:
-        if isinstance(value, str):
-            value = [v for v in value.replace("x", ",").split(",") if v.strip()]
+        if isinstance(value, str):  # "256x256" or "256,256" for widths; "a,b" for names
+            value = [v.strip() for v in (value.replace("x", ",") if args[0] is int else value).split(",")]
+            value = [v for v in value if v]
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key}: expected a list, got {value!r}")
         return tuple(_coerce(v, args[0], key) for v in value)
@@ -167,7 +171,7 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
     choice("launcher", config.launcher, LAUNCHERS)
     if config.quantizer.comm_bits != 0:
         choice("quantizer.comm_bits", config.quantizer.comm_bits, COMM_BITS)
-    _check_action_kind(config)
+    _check_dmc_actions(config)
     positive("actor.num_actors", config.actor.num_actors)
     positive("actor.envs_per_actor", config.actor.envs_per_actor)
     positive("actor.update_period", config.actor.update_period)
@@ -309,20 +313,20 @@ def _check_finite(config: Any, prefix: str = "") -> None:
             raise ConfigError(f"{prefix}{f.name}={value!r} must be a finite number")
 
 
-def _check_action_kind(config: ExperimentConfig) -> None:
-    """The algorithm must learn the task's kind of actions (an unknown task is the environment's error)."""
-    if config.env.suite == "dmc":
-        kind = "continuous"
-    elif config.env.task in GYM_TASKS:
-        kind = GYM_TASKS[config.env.task]
-    else:
+def _check_dmc_actions(config: ExperimentConfig) -> None:
+    """dm_control's tasks all take bounded continuous actions, known without making one (a Gymnasium task's spaces
+    are read when the launching process makes it once: ``actorq.envs.check_task``)."""
+    if config.env.suite != "dmc":
         return
-    algorithm = algorithms.get(config.algorithm)
-    if ("discrete" if algorithm.discrete else "continuous") != kind:
-        fitting = [n for n in algorithms.names() if algorithms.get(n).discrete == (kind == "discrete")]
+    if config.env.make_kwargs or config.env.wrappers:
         raise ConfigError(
-            f"env.task={config.env.task} has {kind} actions and algorithm {config.algorithm} learns "
-            f"{'discrete' if algorithm.discrete else 'continuous'} ones: use algorithm: {' or '.join(fitting)}"
+            "env.make_kwargs and env.wrappers are Gymnasium's: leave them out with env.suite=dmc"
+        )
+    if algorithms.get(config.algorithm).discrete:
+        fitting = [n for n in algorithms.names() if not algorithms.get(n).discrete]
+        raise ConfigError(
+            f"env.suite=dmc tasks take continuous (bounded Box) actions and algorithm {config.algorithm} learns "
+            f"discrete ones: use algorithm: {' or '.join(fitting)}"
         )
 
 

@@ -30,16 +30,6 @@ of what the codec can carry (:data:`actorq.quantize.header.WIRE_BITS`)."""
 SUITES = ("dmc", "gym")
 LAUNCHERS = ("launchpad", "local", "inprocess", "ray")
 
-GYM_TASKS = {
-    "CartPole-v1": "discrete",
-    "MountainCar-v0": "discrete",
-    "Acrobot-v1": "discrete",
-    "MountainCarContinuous-v0": "continuous",
-    "Pendulum-v1": "continuous",
-}
-"""Gymnasium tasks ActorQ runs and their kind of actions (classic control); every dm_control task is continuous.
-A config's algorithm must learn that kind (``actorq.algorithms``: ``discrete``)."""
-
 AUTO_COMM_BITS = {"fp32": 32, "fp16": 16, "int8": 8, "auto": 32}
 """Communication bits used when ``quantizer.comm_bits`` is left unset: the actor precision's natural width
 (``auto`` actors may pick fp32, so they get fp32 weights unless comm_bits says otherwise)."""
@@ -48,11 +38,21 @@ AUTO_COMM_BITS = {"fp32": 32, "fp16": 16, "int8": 8, "auto": 32}
 @dataclass(frozen=True)
 class EnvConfig:
     suite: str = "dmc"
-    """Environment suite: ``dmc`` (dm_control, task ``domain:task``) or ``gym`` (gymnasium id)."""
+    """Environment suite: ``dmc`` (dm_control, task ``domain:task``) or ``gym`` (Gymnasium)."""
     task: str = "cartpole:balance"
-    """Task name: ``domain:task`` for dmc (e.g. ``walker:stand``), a gymnasium id for gym (e.g. ``CartPole-v1``)."""
+    """Task name. dmc: ``domain:task`` of dm_control's suite (e.g. ``walker:stand``). gym: any registered Gymnasium
+    id (e.g. ``Hopper-v4``, ``ALE/Pong-v5``, ``MinAtar/Breakout-v1``; ``actorq tasks`` lists them), or
+    ``module:Class`` naming a ``gymnasium.Env`` class or factory of your own (imported in every role's process), or
+    ``module:id`` for an id that module registers. The task's spaces decide which algorithms take it
+    (:mod:`actorq.envs`)."""
     max_episode_steps: int = 0
     """Truncate episodes after this many steps; 0 keeps the environment's own limit."""
+    make_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``gymnasium.make`` (or your class or factory), e.g. ``{continuous: true}``; gym only."""
+    wrappers: tuple[str, ...] = ()
+    """Standard Gymnasium wrappers applied in this order, by name: ``flatten``, ``grayscale``, ``resize:HxW``,
+    ``frame_stack:N``, ``clip_reward`` (training only), ``clip_action``, ``rescale_action``, ``time_aware``
+    (:mod:`actorq.envs.wrappers`); gym only. ALE games get the standard Atari preprocessing without naming any."""
 
 
 @dataclass(frozen=True)

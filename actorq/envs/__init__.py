@@ -1,11 +1,21 @@
-"""Environments as ``dm_env`` with flat float32 observations: dm_control suite tasks and gymnasium ids.
+"""Environments as ``dm_env``: every dm_control suite task and every Gymnasium task (registered ids, plugins' ids, a
+user's own environment class), their observations passed on as their spaces decide.
 
-``make_environment(env_config, seed)`` is the one constructor every role uses, so learner, actors and evaluator see
-the same observation layout. ``environment_spec(env_config)`` gives the sizes networks are built from.
+``make_environment(env_config, seed, evaluation)`` is the one constructor every role uses, so learner, actors and
+evaluator see the same observations. ``environment_spec(env_config)`` gives what networks are built from.
+``check_task(config)`` is the check a launching process makes before any role starts: it builds the task once,
+reads its spaces and refuses one the config's algorithm does not take (:class:`UnsupportedSpaceError`, exit 2).
+
+Observations (:mod:`actorq.envs.spaces`): ``uint8``/``bool`` Box observations (frames) keep their shape as
+``uint8``; every other observation is a flat ``float32`` vector (Dict/Tuple flattened in Gymnasium's order);
+dm_control's observation dict is concatenated in its key order. Tasks (:mod:`actorq.envs.gym_tasks`): any
+registered Gymnasium id, ``module:Class`` for a user's environment, ALE games with the standard Atari preprocessing.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -14,8 +24,11 @@ import dm_env
 import numpy as np
 from dm_env import specs
 
-from actorq.config import GYM_TASKS, EnvConfig
-from actorq.errors import UsageError
+from actorq import algorithms
+from actorq.config import EnvConfig, ExperimentConfig
+from actorq.envs.dmc import dmc_tasks, make_dmc
+from actorq.envs.errors import UnknownTaskError, UnsupportedSpaceError
+from actorq.envs.gym_tasks import gym_ids
 
 log = logging.getLogger(__name__)
 
@@ -24,13 +37,17 @@ log = logging.getLogger(__name__)
 if not os.environ.get("DISPLAY"):
     os.environ.setdefault("MUJOCO_GL", "disable")
 
-
-_ZERO = np.float32(0.0)
-_ONE = np.float32(1.0)
-
-
-class UnknownTaskError(UsageError):
-    """The task is not one ActorQ knows; the message lists the valid ones."""
+__all__ = [
+    "EnvironmentSpec",
+    "UnknownTaskError",
+    "UnsupportedSpaceError",
+    "algorithms_taking",
+    "check_task",
+    "dmc_tasks",
+    "environment_spec",
+    "gym_ids",
+    "make_environment",
+]
 
 
 @dataclass(frozen=True)
@@ -38,7 +55,7 @@ class EnvironmentSpec:
     """What a network needs to know about a task."""
 
     obs_dim: int
-    """Length of the flat observation vector."""
+    """Number of values in one observation (the product of ``obs_shape``; an MLP's input width)."""
     discrete: bool
     """True for discrete actions (DQN)."""
     num_actions: int
@@ -50,184 +67,120 @@ class EnvironmentSpec:
     action_spec: specs.Array
     """The dm_env action spec."""
     observation_spec: specs.Array
-    """The flat observation spec."""
-    obs_shape: tuple[int, ...] = ()
-    """The observation's shape as the environment gives it (``(obs_dim,)`` for flat observations)."""
-    obs_dtype: np.dtype = np.dtype(np.float32)
-    """The observation's dtype (``uint8`` for pixels)."""
+    """The dm_env observation spec."""
+    obs_shape: tuple[int, ...]
+    """Shape of one observation as the environment passes it on: ``(obs_dim,)`` for vectors, the frame's own shape
+    for ``uint8`` images (e.g. ``(4, 84, 84)`` for ALE games, ``(10, 10, 4)`` for MinAtar Breakout)."""
+    obs_dtype: np.dtype
+    """``float32`` (vectors) or ``uint8`` (frames: they stay uint8 through actors and replay; networks cast)."""
+    action_space: str
+    """The task's action space as its suite prints it (for messages)."""
 
 
-def dmc_tasks() -> list[str]:
-    """All dm_control suite tasks as ``domain:task``."""
-    from dm_control import suite
-
-    return sorted(f"{d}:{t}" for d, t in suite.ALL_TASKS)
+def algorithms_taking(kind: str) -> list[str]:
+    """The registered algorithms that learn ``kind`` (``discrete`` or ``continuous``) actions."""
+    return [n for n in algorithms.names() if algorithms.get(n).discrete == (kind == "discrete")]
 
 
-def validate_task(env: EnvConfig) -> None:
-    """Raise UnknownTaskError (listing the valid names) unless the task exists in its suite."""
-    if env.suite == "gym":
-        if env.task not in GYM_TASKS:
-            raise UnknownTaskError(
-                f"unknown gym task {env.task!r}; ActorQ supports: {', '.join(sorted(GYM_TASKS))}"
-            )
-        return
-    if env.suite == "dmc":
-        valid = dmc_tasks()
-        if env.task not in valid:
-            hint = [t for t in valid if t.split(":")[0] == env.task.split(":")[0]]
-            raise UnknownTaskError(
-                f"unknown dm_control task {env.task!r} (format domain:task); "
-                f"{'tasks of that domain: ' + ', '.join(hint) if hint else 'valid tasks: ' + ', '.join(valid)}"
-            )
-        return
-    raise UnknownTaskError(f"unknown suite {env.suite!r}; choose dmc or gym")
+def make_environment(env: EnvConfig, seed: int = 0, evaluation: bool = False) -> dm_env.Environment:
+    """Build the task as a ``dm_env``.
 
-
-class _FlatFloat32Environment(dm_env.Environment):
-    """Shared specs: a flat float32 observation of ``self._obs_dim`` and float32 reward/discount (Acme's adder
-    writes what it is given, and the replay table's signature is float32)."""
-
-    _obs_dim: int
-    _env: object
-
-    def observation_spec(self):
-        return specs.Array((self._obs_dim,), np.float32, name="observation")
-
-    def reward_spec(self):
-        return specs.Array((), np.float32, name="reward")
-
-    def discount_spec(self):
-        return specs.BoundedArray((), np.float32, 0.0, 1.0, name="discount")
-
-    def close(self) -> None:
-        self._env.close()
-
-    @property
-    def step_limit(self) -> int | None:
-        """Steps an episode lasts at most (the truncation limit), None without one."""
-        raise NotImplementedError
-
-
-class FlatDmcEnvironment(_FlatFloat32Environment):
-    """A dm_control task with its observation dict concatenated into one float32 vector (sorted key order)."""
-
-    def __init__(self, env: dm_env.Environment, max_episode_steps: int = 0):
-        self._env = env
-        self._keys = list(env.observation_spec().keys())
-        self._obs_dim = int(sum(int(np.prod(s.shape)) for s in env.observation_spec().values()))
-        self._max_steps = max_episode_steps
-        self._steps = 0
-
-    def _flat(self, timestep: dm_env.TimeStep) -> dm_env.TimeStep:
-        obs = np.concatenate([np.asarray(timestep.observation[k], np.float32).ravel() for k in self._keys])
-        reward = None if timestep.reward is None else np.float32(timestep.reward)
-        discount = None if timestep.discount is None else np.float32(timestep.discount)
-        return timestep._replace(observation=obs, reward=reward, discount=discount)
-
-    def reset(self) -> dm_env.TimeStep:
-        self._steps = 0
-        return self._flat(self._env.reset())
-
-    def step(self, action) -> dm_env.TimeStep:
-        self._steps += 1
-        ts = self._flat(self._env.step(action))
-        if self._max_steps and self._steps >= self._max_steps and not ts.last():
-            ts = dm_env.TimeStep(dm_env.StepType.LAST, ts.reward, _ONE, ts.observation)
-        return ts
-
-    def action_spec(self):
-        spec = self._env.action_spec()
-        return specs.BoundedArray(spec.shape, np.float32, spec.minimum, spec.maximum, name="action")
-
-    @property
-    def step_limit(self) -> int | None:
-        # dm_control keeps its own time limit private: only ours is known without stepping an episode.
-        return self._max_steps or None
-
-
-class GymnasiumEnvironment(_FlatFloat32Environment):
-    """A gymnasium environment behind the dm_env interface (terminated -> discount 0, truncated -> discount 1)."""
-
-    def __init__(self, task: str, seed: int, max_episode_steps: int = 0):
-        import gymnasium
-
-        kwargs = {"max_episode_steps": max_episode_steps} if max_episode_steps else {}
-        self._env = gymnasium.make(task, **kwargs)
-        self._seed: int | None = seed
-        self._reset_next = True
-        space = self._env.action_space
-        self._discrete = isinstance(space, gymnasium.spaces.Discrete)
-        self._obs_dim = int(np.prod(self._env.observation_space.shape))
-
-    def reset(self) -> dm_env.TimeStep:
-        obs, _ = self._env.reset(seed=self._seed)
-        self._seed = None  # seed once; later resets continue the seeded RNG stream
-        self._reset_next = False
-        return dm_env.restart(np.asarray(obs, np.float32).ravel())
-
-    def step(self, action) -> dm_env.TimeStep:
-        if self._reset_next:
-            return self.reset()
-        act = int(np.asarray(action).reshape(-1)[0]) if self._discrete else np.asarray(action, np.float32)
-        obs, reward, terminated, truncated, _ = self._env.step(act)
-        obs = np.asarray(obs, np.float32).ravel()
-        reward = np.float32(reward)
-        # Explicit float32 discounts: Acme's adder writes what it is given, and the table signature is float32.
-        if terminated:
-            self._reset_next = True
-            return dm_env.TimeStep(dm_env.StepType.LAST, reward, _ZERO, obs)
-        if truncated:
-            self._reset_next = True
-            return dm_env.TimeStep(dm_env.StepType.LAST, reward, _ONE, obs)
-        return dm_env.TimeStep(dm_env.StepType.MID, reward, _ONE, obs)
-
-    def action_spec(self):
-        space = self._env.action_space
-        if self._discrete:
-            return specs.DiscreteArray(int(space.n), dtype=np.int32, name="action")
-        return specs.BoundedArray(space.shape, np.float32, space.low, space.high, name="action")
-
-    @property
-    def step_limit(self) -> int | None:
-        return self._env.spec.max_episode_steps if self._env.spec is not None else None
-
-
-def make_environment(env: EnvConfig, seed: int = 0) -> dm_env.Environment:
-    """Build the task as a dm_env with flat float32 observations.
+    ``evaluation``: the evaluator's environment: training-only processing left out (ALE reward clipping and life-loss
+    discounts, training-only wrappers), so its returns are the task's own.
 
     Raises:
-        UnknownTaskError: the task is not in the suite (the message lists valid tasks).
+        UnknownTaskError: The task cannot be made (the message says why and what would work).
+        UnsupportedSpaceError: A space no algorithm takes.
     """
-    validate_task(env)
-    if env.suite == "gym":
-        return GymnasiumEnvironment(env.task, seed, env.max_episode_steps)
-    from dm_control import suite
+    if env.suite == "dmc":
+        if env.make_kwargs or env.wrappers:
+            raise UnknownTaskError("env.make_kwargs and env.wrappers are Gymnasium's (env.suite: gym)")
+        return make_dmc(env.task, seed, env.max_episode_steps)
+    if env.suite != "gym":
+        raise UnknownTaskError(f"unknown suite {env.suite!r}; choose dmc or gym")
+    from actorq.envs.gym_env import GymnasiumEnvironment
+    from actorq.envs.gym_tasks import make_gym, resolve
+    from actorq.envs.spaces import action_kind, observation_layout
 
-    domain, task = env.task.split(":")
-    raw = suite.load(domain, task, task_kwargs={"random": seed})
-    return FlatDmcEnvironment(raw, env.max_episode_steps)
+    task = resolve(env.task)
+    gym_env = make_gym(task, env.make_kwargs, env.wrappers, env.max_episode_steps, evaluation)
+    try:
+        layout = observation_layout(gym_env.observation_space)
+        kind = action_kind(gym_env.action_space, algorithms_taking)
+    except UnsupportedSpaceError as exc:
+        gym_env.close()
+        raise UnsupportedSpaceError(f"env.task={env.task!r}: {exc}") from None
+    return GymnasiumEnvironment(gym_env, seed, layout, kind == "discrete", task.ale and not evaluation)
+
+
+_SPECS: dict[str, EnvironmentSpec] = {}
+"""Specs already read in this process, by the env section's JSON (a task is built once per process for its spec)."""
 
 
 def environment_spec(env: EnvConfig) -> EnvironmentSpec:
-    """Sizes and bounds of the task's observation and action (builds and closes one instance)."""
+    """Sizes, dtype and bounds of the task's observation and action (builds and closes one instance per process)."""
+    key = json.dumps(dataclasses.asdict(env), sort_keys=True, default=str)
+    if key in _SPECS:
+        return _SPECS[key]
     environment = make_environment(env, seed=0)
     try:
         obs_spec = environment.observation_spec()
         act_spec = environment.action_spec()
+        space = str(environment.gym_env.action_space) if env.suite == "gym" else repr(act_spec)
     finally:
         environment.close()
-    obs = {"obs_shape": tuple(int(d) for d in obs_spec.shape), "obs_dtype": np.dtype(obs_spec.dtype)}
-    obs_dim = int(np.prod(obs_spec.shape))
-    if isinstance(act_spec, specs.DiscreteArray):
-        return EnvironmentSpec(obs_dim, True, int(act_spec.num_values), None, None, act_spec, obs_spec, **obs)
-    return EnvironmentSpec(
-        obs_dim,
-        False,
-        int(np.prod(act_spec.shape)),
-        np.asarray(act_spec.minimum, np.float32).reshape(-1),
-        np.asarray(act_spec.maximum, np.float32).reshape(-1),
-        act_spec,
-        obs_spec,
-        **obs,
+    shape = tuple(int(d) for d in obs_spec.shape)
+    common = dict(
+        obs_dim=int(np.prod(shape)),
+        action_spec=act_spec,
+        observation_spec=obs_spec,
+        obs_shape=shape,
+        obs_dtype=np.dtype(obs_spec.dtype),
+        action_space=space,
     )
+    if isinstance(act_spec, specs.DiscreteArray):
+        spec = EnvironmentSpec(
+            discrete=True, num_actions=int(act_spec.num_values), action_low=None, action_high=None, **common
+        )
+    else:
+        spec = EnvironmentSpec(
+            discrete=False,
+            num_actions=int(np.prod(act_spec.shape)),
+            action_low=np.asarray(act_spec.minimum, np.float32).reshape(-1),
+            action_high=np.asarray(act_spec.maximum, np.float32).reshape(-1),
+            **common,
+        )
+    _SPECS[key] = spec
+    return spec
+
+
+def check_task(config: ExperimentConfig) -> EnvironmentSpec:
+    """The launching process's check of a run's task, before any role starts: the task is made once (its module
+    imported, its wrappers applied) and its spaces read, and the config's algorithm must take its actions.
+
+    Raises:
+        UnknownTaskError: The task cannot be made (a missing module named, an unknown id with the nearest ones, a
+            constructor's own error).
+        UnsupportedSpaceError: A space no algorithm takes, or the config's algorithm does not (naming the space and
+            the algorithms that take it).
+    """
+    try:
+        spec = environment_spec(config.env)
+    except UnknownTaskError:
+        raise
+    except (
+        Exception
+    ) as exc:  # the task's own constructor failed: a user error, reported before any role starts
+        raise UnknownTaskError(
+            f"env.task={config.env.task!r}: making the environment failed: {type(exc).__name__}: {exc}"
+        ) from None
+    algorithm = algorithms.get(config.algorithm)
+    if algorithm.discrete != spec.discrete:
+        kind = "discrete" if spec.discrete else "continuous"
+        noun = "Discrete" if spec.discrete else "Box"
+        raise UnsupportedSpaceError(
+            f"env.task={config.env.task!r} has action space {spec.action_space} and algorithm {config.algorithm} "
+            f"learns {'discrete' if algorithm.discrete else 'continuous'} actions; the algorithms taking {noun} "
+            f"actions ({kind}): {', '.join(algorithms_taking(kind)) or 'none registered'}"
+        )
+    return spec

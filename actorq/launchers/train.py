@@ -77,7 +77,7 @@ def check_new_run_dir(run_dir: Path) -> None:
 
 def resolve_train_config(args: argparse.Namespace):
     """The config a train command means: file (or a resumed run's), ``key=value`` overrides, then flags."""
-    from actorq.envs import validate_task
+    from actorq.envs import check_task
     from actorq.roles.torso import run_torso
 
     if args.resume:
@@ -102,8 +102,8 @@ def resolve_train_config(args: argparse.Namespace):
         run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / f"{path.stem}-{stamp}"
         check_new_run_dir(run_dir)
     config = for_launcher(replace(load_config(path, args.overrides), **flag_overrides(args, TRAIN_FLAGS)))
-    validate_task(config.env)
-    run_torso(config)  # network.torso must read the task's observations (exit 2 before any process starts)
+    # The task's spaces, then network.torso on its observations: exit 2 before any process starts.
+    run_torso(config, check_task(config))
     return config, run_dir
 
 
@@ -193,18 +193,17 @@ def launch(
     """Run the experiment with the supervisor on the config's placement; returns the exit status.
 
     The one way into a run (``actorq train``, ``run_inprocess``): the config is made runnable by its launcher
-    (:func:`for_launcher`) and its task checked here too, and saved to ``RUN_DIR/config.yaml`` when ``config_path``
+    (:func:`for_launcher`) and its task checked here too (made once, its spaces against the algorithm), and saved to ``RUN_DIR/config.yaml`` when ``config_path``
     is None (the roles load it).
     """
     import importlib
 
-    from actorq.envs import validate_task
+    from actorq.envs import check_task
     from actorq.launchers.supervisor import Supervisor, run_context
     from actorq.roles.torso import run_torso
 
     config = for_launcher(config)
-    validate_task(config.env)
-    run_torso(config)
+    run_torso(config, check_task(config))  # made once per process: free after resolve_train_config's
     run_dir = Path(run_dir)
     if config_path is None:
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ from acme.utils import counting
 from actorq.config import ExperimentConfig
 from actorq.learners import AcmeLearner, CompiledOptimizer, acme_adapter
 from actorq.learners.dense import use_einsum_dense
+from actorq.networks import tf_nets
 
 
 def build_actor_critic(
@@ -56,10 +57,20 @@ def build_actor_critic(
     if config.learner.einsum_dense:
         use_einsum_dense(policy, critic)
     target_policy, target_critic = copy.deepcopy(policy), copy.deepcopy(critic)
+    observations = spec.observations
+    if tf_nets.needs_flattening(
+        observations
+    ):  # frames from replay: Acme's observation network casts, flattens
+        data = {
+            **data,
+            "observation_network": tf_nets.FlatObservation(),
+            "target_observation_network": tf_nets.FlatObservation(),
+        }
+        observations = tf_nets.flat_spec(observations)
     for net in (policy, target_policy):
-        tf2_utils.create_variables(net, [spec.observations])
+        tf2_utils.create_variables(net, [observations])
     for net in (critic, target_critic):
-        tf2_utils.create_variables(net, [spec.observations, spec.actions])
+        tf2_utils.create_variables(net, [observations, spec.actions])
     policy_opt = snt.optimizers.Adam(learning_rates[0])
     critic_opt = snt.optimizers.Adam(learning_rates[1])
     learner = acme_class(

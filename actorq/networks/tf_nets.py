@@ -10,6 +10,30 @@ from __future__ import annotations
 import numpy as np
 import sonnet as snt
 import tensorflow as tf
+from dm_env import specs as dm_specs
+
+
+@snt.allow_empty_variables  # Acme's learners list every network's variables
+class FlatObservation(snt.Module):
+    """Observations as an MLP takes them: cast to float32 and flattened to ``[B, obs_dim]`` (frames travel as uint8
+    through replay; the actors' torch policy casts and flattens them the same way). Has no variables."""
+
+    def __init__(self, name: str = "flat_observation"):
+        super().__init__(name=name)
+        self._reshape = snt.Flatten()
+
+    def __call__(self, observation: tf.Tensor) -> tf.Tensor:
+        return self._reshape(tf.cast(observation, tf.float32))
+
+
+def needs_flattening(observation_spec) -> bool:
+    """The observations are not flat float32 vectors (frames, uint8): an MLP needs :class:`FlatObservation`."""
+    return len(observation_spec.shape) != 1 or np.dtype(observation_spec.dtype) != np.float32
+
+
+def flat_spec(observation_spec) -> dm_specs.Array:
+    """The float32 vector spec of what :class:`FlatObservation` makes of ``observation_spec``'s observations."""
+    return dm_specs.Array((int(np.prod(observation_spec.shape)),), np.float32, name="observation")
 
 
 def create_variables(

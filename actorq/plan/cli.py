@@ -59,6 +59,9 @@ KERNEL_BUDGET_S = {True: 0.1, False: 0.3}
 def _check(args: argparse.Namespace):
     """Everything the plan needs, validated before any process starts."""
     config = load_config(args.config, args.overrides)
+    from actorq.envs import check_task
+
+    check_task(config)  # its spaces against the algorithm, before any process starts
     precisions = parse_list(args.precisions, PRECISIONS, "--precisions")
     if BASE not in precisions:
         raise ConfigError(

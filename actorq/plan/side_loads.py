@@ -167,7 +167,7 @@ class SideLoadBench:
         self._policy = build_policy(config, precision="fp32", batch=self._episodes)
         self._policy.load_state(state, version=1, learner_step=0)
         self._algorithm = algorithms.get(config.algorithm)
-        self._envs = [make_environment(config.env, seed=j) for j in range(self._episodes)]
+        self._envs = [make_environment(config.env, seed=j, evaluation=True) for j in range(self._episodes)]
         # The learner's message carries TF-named variables: the mapping's rows read backwards.
         layers = tuple(config.network.policy_layers)
         tf_vars = torch_to_tf_state(config.algorithm, state, layers, torso=self._policy.spec.torso)

@@ -89,7 +89,8 @@ class EvaluatorRole(RoleBase):
         # verified and timed at that batch): an evaluation costs one policy forward per step, not one per episode.
         episodes = config.evaluator.episodes
         self._envs = [
-            make_environment(config.env, seed=config.seed * 1000 + 999 + 7919 * j) for j in range(episodes)
+            make_environment(config.env, seed=config.seed * 1000 + 999 + 7919 * j, evaluation=True)
+            for j in range(episodes)
         ]
         self._fp32 = build_policy(config, precision="fp32", batch=episodes)
         self._quantized = (

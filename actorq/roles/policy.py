@@ -42,6 +42,7 @@ def build_policy(config: ExperimentConfig, precision: str | None = None, batch: 
         threads=config.actor.threads,
         kernel=(config.actor.kernel or "auto") if own else "auto",
         batch=batch,
+        obs_shape=spec.obs_shape,
         torso=torso if torso.is_conv else None,
     )
 
@@ -80,9 +81,7 @@ def greedy_episodes(
     """
     timesteps = [env.reset() for env in envs]
     totals = [0.0] * len(envs)
-    obs = np.stack([np.asarray(t.observation) for t in timesteps])  # images keep their dtype (uint8 frames)
-    if obs.dtype != np.uint8:
-        obs = obs.astype(np.float32)
+    obs = np.stack([np.asarray(t.observation) for t in timesteps])  # the env's dtype: uint8 frames stay uint8
     while not all(t.last() for t in timesteps):
         out = np.asarray(policy(obs)).reshape(len(envs), -1)
         live = [j for j, t in enumerate(timesteps) if not t.last()]

@@ -17,6 +17,7 @@ import pytest
 from actorq.config import save_config
 from actorq.metrics import read_metrics
 from actorq.status import read_status
+from tests import user_env
 from tests.conftest import tiny_config
 from tests.faults._helpers import REPLAY_CKPT, REPLAY_UP, alive, log_lines, table_sizes
 from tests.training import train_argv
@@ -26,7 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def _train(run_dir: Path, *extra: str, timeout: float = 400) -> subprocess.CompletedProcess:
+def _train(
+    run_dir: Path, *extra: str, timeout: float = 400, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """Train the config saved beside ``run_dir`` (a run directory must start empty)."""
     return subprocess.run(
         train_argv(
@@ -37,6 +40,7 @@ def _train(run_dir: Path, *extra: str, timeout: float = 400) -> subprocess.Compl
             *extra,
         ),
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -88,7 +92,9 @@ def _assert_ran_every_role(run_dir: Path, launcher: str, budget: int, envs: int,
 )
 def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
     # A samples-per-insert limit: actors cannot race past the learner while TF traces its first step. Each actor
-    # steps 3 environments (one batched forward), counted as env steps.
+    # steps 3 environments (one batched forward), counted as env steps. The task is a user's environment known to
+    # nothing inside actorq (tests/user_env.py: Dict observations, make_kwargs), imported by its path in every
+    # role's process: PYTHONPATH holds the repository root, as an installed package would be found.
     # Ray's session files (sockets: a short path) in a directory of this test's own, to find its processes by.
     ray_tmp = tempfile.mkdtemp(prefix="aq-ray-", dir="/tmp") if launcher == "ray" else ""
     config = tiny_config(
@@ -102,11 +108,12 @@ def test_launcher_runs_all_roles_and_cleans_up(tmp_path, launcher):
             "replay.samples_per_insert": 0.0 if launcher == "inprocess" else 2.0,
             "actor.envs_per_actor": 3,
             "ray.temp_dir": ray_tmp,
+            **user_env.OVERRIDES,
         },
     )
     save_config(config, tmp_path / "in.yaml")
     run_dir = tmp_path / "run"
-    result = _train(run_dir)
+    result = _train(run_dir, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     _assert_ran_every_role(run_dir, launcher, budget=800, envs=3)
     _no_children_left()

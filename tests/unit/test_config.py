@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -28,7 +29,19 @@ CONFIGS = [
 def test_shipped_configs_load(path):
     config = load_config(path)
     assert config.paper, f"{path} should say what the paper used"
-    assert path.name.startswith(("dmc_", "gym_")) and path.parent.name == config.algorithm
+    # configs/<algo>/<suite or game family>_<task>.yaml
+    assert (
+        path.name.startswith(("dmc_", "gym_", "atari_", "minatar_")) and path.parent.name == config.algorithm
+    )
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_shipped_configs_tasks_are_made_and_their_spaces_fit_their_algorithm(path):
+    from actorq.envs import check_task
+
+    spec = check_task(load_config(path))
+    frames = path.name.startswith(("atari_", "minatar_"))
+    assert (spec.obs_dtype == np.uint8) == frames and (len(spec.obs_shape) == 3) == frames
 
 
 def test_unknown_key_is_an_error_naming_valid_keys():
@@ -45,8 +58,27 @@ def test_bad_values_name_the_choices():
         config_from_dict({"actor": {"num_actors": "many"}})
     with pytest.raises(ConfigError, match="must be > 0"):
         config_from_dict({"actor": {"num_actors": 0}})
-    with pytest.raises(ConfigError, match="discrete actions"):
-        config_from_dict({"algorithm": "d4pg", "env": {"suite": "gym", "task": "CartPole-v1"}})
+    with pytest.raises(ConfigError, match="continuous .* actions and algorithm dqn learns discrete"):
+        config_from_dict({"algorithm": "dqn", "env": {"suite": "dmc", "task": "cartpole:balance"}})
+    with pytest.raises(ConfigError, match="env.make_kwargs: expected a mapping"):
+        config_from_dict({"env": {"suite": "gym", "task": "CartPole-v1", "make_kwargs": [1]}})
+    with pytest.raises(ConfigError, match="env.make_kwargs and env.wrappers are Gymnasium's"):
+        config_from_dict({"env": {"suite": "dmc", "wrappers": ["flatten"]}})
+
+
+def test_env_make_kwargs_and_wrappers_load_from_yaml_and_overrides(tmp_path):
+    config = config_from_dict(
+        {"algorithm": "dqn", "env": {"suite": "gym", "task": "MinAtar/Breakout-v1"}},
+        ["env.make_kwargs.sticky_action_prob=0.0", "env.wrappers=frame_stack:2,resize:84x84"],
+    )
+    assert config.env.make_kwargs == {"sticky_action_prob": 0.0}
+    assert config.env.wrappers == (
+        "frame_stack:2",
+        "resize:84x84",
+    )  # names are not split on "x" as widths are
+    path = tmp_path / "c.yaml"
+    save_config(config, path)
+    assert load_config(path) == config
 
 
 def test_overrides_and_round_trip(tmp_path):

@@ -172,7 +172,7 @@ def test_the_stubs_still_reach_the_real_checks(cwd, resumable):
         ([*role, "--run-dir", "r", "--weights-key-file", key, "--insecure-weights"], "contradict"),
         (["train", CONFIGS[0], "learner.batchsize=3"], "unknown config key(s) learner.batchsize"),
         (["train", CONFIGS[0], "--precision", "int4"], "invalid choice: 'int4'"),
-        (["train", CONFIGS[0], "env.task=nope"], "unknown gym task 'nope'"),
+        (["train", CONFIGS[0], "env.task=nope"], "env.task='nope' is not a registered Gymnasium id"),
         (["train", "--resume", "/nonexistent/run"], "no config.yaml there"),
         (["role", "actor", "--config", CONFIGS[0], "--run-dir", "r"], "needs --replay-address"),
         (["train", str(ROOT / "README.md")], "not valid YAML"),

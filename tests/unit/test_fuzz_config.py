@@ -116,6 +116,8 @@ def _get(config: ExperimentConfig, path: str):
 
 
 def _has_type(value, hint) -> bool:
+    if typing.get_origin(hint) is dict:  # env.make_kwargs: names to plain values
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
     if typing.get_origin(hint) is tuple:
         return isinstance(value, tuple) and all(_has_type(v, typing.get_args(hint)[0]) for v in value)
     if typing.get_args(hint):  # float | None

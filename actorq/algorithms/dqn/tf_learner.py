@@ -11,6 +11,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import sonnet as snt
 from acme import specs as acme_specs
 from acme.agents.tf.dqn import learning as dqn_learning
 from acme.tf import utils as tf2_utils
@@ -22,6 +23,7 @@ from actorq.algorithms.dqn.tf_networks import make_network
 from actorq.config import ExperimentConfig
 from actorq.learners import AcmeLearner, CompiledOptimizer, acme_adapter
 from actorq.learners.dense import use_einsum_dense
+from actorq.networks import tf_nets
 from actorq.replay.experience import make_dataset
 from actorq.replay.shards import PriorityRouter, priority_client
 
@@ -49,6 +51,9 @@ def build(
     network = make_network(spec.actions.num_values, config.network.policy_layers, torso)
     if config.learner.einsum_dense:
         use_einsum_dense(network)
+    # Frames from replay: an MLP reads them cast and flattened; a conv torso casts and scales them itself.
+    if not torso.is_conv and tf_nets.needs_flattening(spec.observations):
+        network = snt.Sequential([tf_nets.FlatObservation(), network])
     # Priority updates go back to the server that holds each item: with shards, a router the dataset teaches.
     priorities = priority_client(replay_address, config) if config.replay.prioritized else None
     router = priorities if isinstance(priorities, PriorityRouter) else None

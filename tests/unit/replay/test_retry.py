@@ -156,6 +156,8 @@ BOUNDARIES = {
     "actorq/algorithms/__init__.py",  # a plugin's entry point that fails to load: logged, named when asked for
     "actorq/actors/kernels/select.py",  # a kernel engine that cannot build: recorded in the selection's errors
     "actorq/actors/kernels/verify.py",  # a kernel that cannot run the probes: recorded in its Check
+    "actorq/envs/__init__.py",  # a user's environment constructor that fails: one error line naming it, exit 2
+    "actorq/envs/gym_tasks.py",  # a user's module or an env plugin's entry point that fails: named (exit 2 / a note)
     "actorq/measure/actors_worker.py",  # starting the worker pool: whatever fails stops the workers started, re-raised
     "actorq/bench/netns.py",  # building namespace hosts: whatever fails (Ctrl-C too) removes what was made, re-raised
     "actorq/measure/protocol.py",  # a bench worker's command: logged and reported to the bench
@@ -171,6 +173,7 @@ BOUNDARIES = {
     "actorq/roles/host.py",  # a role's loop, its last flush at a blocked stop, a role process's start: logged
     "actorq/roles/learner.py",  # the weight publisher thread: logged, raised in the learner's loop
     "actorq/studies/deploy.py",  # a deployment figure's ORT session (plain exceptions): recorded as failed
+    "actorq/report/censored.py",  # lifelines' AFT fit on degenerate data (ConvergenceError, numpy's): no ratio
     "actorq/studies/sb3_zip.py",  # torch.load of a user's zip: re-raised as a clear error
     "actorq/studies/zoo_env.py",  # gymnasium's env registry: re-raised as a clear error
 }
