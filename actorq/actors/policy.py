@@ -111,7 +111,9 @@ class ActorPolicy:
         default = image.obs_shape if image is not None else (int(obs_dim),)
         self.obs_shape = tuple(int(d) for d in obs_shape) if obs_shape is not None else default
         if int(np.prod(self.obs_shape)) != int(obs_dim) or (image is not None and self.obs_shape != default):
-            raise ValueError(f"obs_shape {self.obs_shape} does not hold obs_dim={obs_dim} values (torso: {torso})")
+            raise ValueError(
+                f"obs_shape {self.obs_shape} does not hold obs_dim={obs_dim} values (torso: {torso})"
+            )
         self.spec = PolicySpec.build(
             algorithm, obs_dim, out_dim, layers, action_low, action_high, threads, torso
         )

@@ -112,3 +112,15 @@ def test_train_refuses_a_conv_torso_on_a_flat_task_before_anything_starts(tmp_pa
     assert len(errors) == 1 and "network.torso=nature_cnn" in errors[0] and "shape (4,)" in errors[0], errors
     # The same task with the default (auto) is accepted: an MLP.
     assert cli.main(["train", CARTPOLE, "--run-dir", str(run_dir), "--quiet"]) == 0 and len(started) == 1
+
+
+@pytest.mark.parametrize(
+    ("config", "kind", "features"),
+    [("configs/dqn/atari_pong.yaml", "nature_cnn", 3136), ("configs/dqn/minatar_breakout.yaml", "mlp", 400)],
+)
+def test_the_pixel_configs_get_the_torso_their_frames_call_for(config, kind, features):
+    from actorq.roles.torso import run_torso
+
+    torso = run_torso(load_config(str(ROOT / config)))
+    assert torso.kind == kind and torso.features == features and torso.pixels
+    assert torso.channels_first == (kind == "nature_cnn")  # ALE frames come [4, 84, 84]
