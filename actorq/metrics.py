@@ -2,21 +2,32 @@
 
 Each role writes ``RUN_DIR/<role>/metrics.csv``; the columns are fixed by the first row written, later rows may
 omit keys (left empty) but may not add new ones (they are dropped with a warning once), so files stay rectangular.
-TensorBoard events are written with the ``tensorboard`` package's event writer, which needs neither TensorFlow nor
-torch, so every layer may log.
+TensorBoard events are written with the ``tensorboard`` package's record writer, which needs neither TensorFlow nor
+torch, so every layer may log; synchronously (:class:`EventFile`), since the package's asynchronous writer blocks its
+caller forever once its thread died on a full disk.
+
+A row that cannot be written (a full disk) is counted (:attr:`MetricsWriter.failures`), warned about once per
+outage, and dropped whole (the file is cut back to its last complete row): metrics never stop a role.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
+import itertools
 import logging
 import math
+import os
+import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+
+from actorq.durable import WriteOutage
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +42,35 @@ OUTSIDE_LOAD_LIMIT = 0.05
 before its speed figures count as disturbed: reports flag such runs (rerun them) and the launcher warns. On the
 2-core Zen 3 undisturbed runs measured 0.5-1.5% (the launcher's meters, sshd); a nice-19 test run beside a grid
 7-35%, with the learner's steps/s down to a third while it ran (nice does not protect a 2-core machine)."""
+
+
+_EVENT_FILES = itertools.count()
+
+
+class EventFile:
+    """One TensorBoard event file, appended synchronously: a failed write raises here, on the caller's thread."""
+
+    def __init__(self, directory: Path):
+        from tensorboard.compat.proto import event_pb2
+        from tensorboard.summary.writer.record_writer import RecordWriter
+
+        directory.mkdir(parents=True, exist_ok=True)
+        name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{next(_EVENT_FILES)}"
+        self._file = (directory / name).open("ab")
+        self._records = RecordWriter(self._file)
+        self.add_event(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+
+    def add_event(self, event) -> None:
+        """Append ``event`` (an ``event_pb2.Event``) and flush it to the file."""
+        self._records.write(event.SerializeToString())
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+TB_RETRY_S = 30.0
+"""After a TensorBoard write failed, how long before the writer is opened again (a new event file)."""
 
 
 class MetricsWriter:
@@ -54,38 +94,95 @@ class MetricsWriter:
             # Resuming: keep the existing header so the file stays rectangular.
             with self.path.open() as fh:
                 self._fields = next(csv.reader(fh), None)
-        self._file = self.path.open("a", newline="")
-        self._csv = csv.writer(self._file)
+        # Rows go out whole through os.write on an append-only descriptor, so a failed write can be cut back.
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._outage = WriteOutage(f"metrics {self.path}")
+        self._tb_outage = WriteOutage(f"TensorBoard events in {self.directory / 'tb'}")
         self._tb = None
+        self._tb_retry_at = 0.0
+        self._tensorboard = tensorboard
         if tensorboard:
-            try:
-                from tensorboard.summary.writer.event_file_writer import EventFileWriter
+            self._open_tb()
 
-                self._tb = EventFileWriter(str(self.directory / "tb"))
-            except (ImportError, OSError) as exc:  # TensorBoard is optional; the CSV is what reports read.
-                log.warning("TensorBoard disabled for %s: %s", self.directory, exc)
+    @property
+    def failures(self) -> int:
+        """Rows (and TensorBoard events) that could not be written."""
+        return self._outage.failures + self._tb_outage.failures
+
+    def _open_tb(self) -> None:
+        try:
+            self._tb = EventFile(self.directory / "tb")
+        except ImportError as exc:  # TensorBoard is optional; the CSV is what reports read.
+            log.warning("TensorBoard disabled for %s: %s", self.directory, exc)
+            self._tensorboard = False
+        except Exception as exc:  # noqa: BLE001  (a full or lost disk: retried later)
+            self._tb_failed(exc)
+
+    def _tb_failed(self, exc: BaseException) -> None:
+        self._tb_outage.failed(exc)
+        self._tb_retry_at = time.monotonic() + TB_RETRY_S
 
     def write(self, row: Mapping[str, object]) -> None:
         """Append one row (wall time is added as ``time`` when absent). Thread-safe; a no-op once closed."""
         with self._lock:
-            if not self._file.closed:
+            if self._fd is not None:
                 self._write(dict(row))
 
     def _write(self, row: dict[str, object]) -> None:
         row.setdefault("time", time.time())
-        if self._fields is None:
+        text = io.StringIO()
+        lines = csv.writer(text)
+        header = self._fields is None
+        if header:
             self._fields = list(row)
-            self._csv.writerow(self._fields)
+            lines.writerow(self._fields)
         extra = set(row) - set(self._fields) - self._warned
         if extra:
             log.warning("metrics %s: dropping columns not in the header: %s", self.path, sorted(extra))
             self._warned |= extra
-        self._csv.writerow(["" if row.get(k) is None else row.get(k, "") for k in self._fields])
-        self._file.flush()
-        if self._tb is not None:
+        lines.writerow(["" if row.get(k) is None else row.get(k, "") for k in self._fields])
+        if not self._append(text.getvalue().encode()) and header:
+            self._fields = None  # the header never reached the file: the next row writes it
+        if self._tensorboard:
             self._write_tb(row)
 
+    def _append(self, data: bytes) -> bool:
+        """Append ``data`` whole, or not at all (cut back to the last complete row): False when it failed."""
+        end = os.fstat(self._fd).st_size
+        try:
+            written = os.write(self._fd, data)
+            if written != len(data):
+                raise OSError(f"wrote {written} of {len(data)} bytes")
+        except OSError as exc:
+            self._outage.failed(exc)
+            with contextlib.suppress(OSError):  # else the next row cuts back again from the size it finds
+                os.ftruncate(self._fd, end)
+            return False
+        self._outage.succeeded()
+        return True
+
     def _write_tb(self, row: Mapping[str, object]) -> None:
+        if self._tb is None:
+            if time.monotonic() < self._tb_retry_at:
+                return
+            self._open_tb()
+            if self._tb is None:
+                return
+        try:
+            self._add_event(row)
+        except Exception as exc:  # noqa: BLE001  (its writer thread's error, e.g. a full disk: reopened later)
+            self._tb_failed(exc)
+            self._close_tb()
+            return
+        self._tb_outage.succeeded()
+
+    def _close_tb(self) -> None:
+        tb, self._tb = self._tb, None
+        if tb is not None:
+            with contextlib.suppress(Exception):  # flushing onto a full disk: already counted
+                tb.close()
+
+    def _add_event(self, row: Mapping[str, object]) -> None:
         from tensorboard.compat.proto import event_pb2, summary_pb2
 
         step = int(float(row.get(self._step_key, 0) or 0))
@@ -104,11 +201,11 @@ class MetricsWriter:
     def close(self) -> None:
         """Flush and close the files (safe to call twice)."""
         with self._lock:
-            if not self._file.closed:
-                self._file.close()
-            if self._tb is not None:
-                self._tb.close()
-                self._tb = None
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            self._tensorboard = False
+            self._close_tb()
 
 
 def json_safe(obj: object) -> object:

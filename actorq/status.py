@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from actorq.durable import write_atomic
 from actorq.errors import ActorQError
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,12 @@ misread raises this number, and readers refuse a newer one than they know."""
 
 STATUS_FILE = "status.json"
 """The file name of a role's status record inside its directory (``RUN_DIR/<label>/``)."""
+COUNTER_LIMIT = 1 << 62
+"""Every counter a role keeps (steps, episodes, versions) stays below this: a value at or above it was not counted
+by a run (a resume record or message beyond it is rejected, and the supervisor ignores it)."""
+RETURN_LIMIT = 1e8
+"""The largest absolute episode return a record may hold (returns of the tasks ActorQ runs stay orders of
+magnitude below it): a value beyond it, or a non-finite one, was not measured (rejected, or ignored)."""
 
 
 class StatusError(ActorQError, ValueError):
@@ -68,6 +75,9 @@ class RoleStatus:
     """The role's main counter: learner steps (learner), completed env steps over all its environments (actor),
     the learner step last quantized (quantizer), the learner step last evaluated (evaluator), experience inserts
     (replay)."""
+    write_failures: int = 0
+    """Writes to the role's disk that failed (metrics rows, status records, resume files, checkpoints: a full disk)
+    since the process started; the role carried on."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -275,16 +285,25 @@ def from_dict(data: Any, source: str = "status record") -> RoleStatus:
     return _parse(cls, data, source)
 
 
-def write_status(directory: str | Path, record: RoleStatus) -> None:
-    """Replace ``directory/status.json`` with ``record`` atomically; a failed write (full disk) is logged, not raised:
-    it must not stop the role, it only makes the record older."""
+_FAILING: set[Path] = set()
+"""Status files whose last write failed (warned about once per outage)."""
+
+
+def write_status(directory: str | Path, record: RoleStatus) -> bool:
+    """Replace ``directory/status.json`` with ``record`` atomically; False when the write failed (a full disk):
+    warned about once per outage, never raised, since it must not stop the role (the record only gets older)."""
     path = Path(directory) / STATUS_FILE
-    tmp = path.with_name(f".{STATUS_FILE}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(to_dict(record)))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(to_dict(record)), sync=False)
     except OSError as exc:
-        log.warning("could not write %s: %s", path, exc)
+        if path not in _FAILING:
+            log.warning("could not write %s (%s); retrying at every report", path, exc)
+        _FAILING.add(path)
+        return False
+    if path in _FAILING:
+        log.info("%s written again", path)
+        _FAILING.discard(path)
+    return True
 
 
 def read_status(directory: str | Path) -> RoleStatus | None:

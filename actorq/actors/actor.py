@@ -13,6 +13,11 @@ With the run's weights key, a pulled message is authenticated before anything in
 :mod:`actorq.quantize.signing`), and a validly signed message older than the weights the actor has, or than
 ``WeightState.floor`` (the last version it installed before a restart), is rejected as stale: a replayed message
 can't roll an actor back. Without a key (``--insecure-weights``) unsigned messages are accepted.
+
+Nothing in the policy table stops an actor: whatever a pull returns (junk of any dtype, rank or size, a forged or
+corrupt message) is a counted rejection, on the acting thread and on the async updater's alike. The updater thread
+survives every error; if it ever ends while the actor runs, the next :meth:`QuantizedActor.update` raises
+:class:`WeightUpdaterDiedError`, so the role fails and its supervisor restarts it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from actorq import algorithms
 from actorq.actors.policy import ActorPolicy
 from actorq.config import ExperimentConfig
 from actorq.core import Adder, WeightSubscriber, WeightsUnavailableError
+from actorq.errors import ActorQError
 from actorq.quantize.codec import (
     UnauthenticatedMessageError,
     WeightMessageError,
@@ -42,6 +48,11 @@ from actorq.timers import Timers
 log = logging.getLogger(__name__)
 
 REJECT_LOG_PERIOD_S = 10.0
+
+
+class WeightUpdaterDiedError(ActorQError, RuntimeError):
+    """The async weight updater thread ended while the actor runs (it never should): the role fails loudly
+    instead of acting on stale weights forever."""
 
 
 @dataclass
@@ -188,6 +199,9 @@ class QuantizedActor:
                 self.weights.pull_failures += 1
                 log.warning("weight pull failed (%s); keeping weights v%d", exc, self.weights.version)
                 return None
+            except WeightMessageError as exc:  # not a message at all (junk in the table)
+                self._reject(exc)
+                return None
         if buf is None:
             return None
         try:
@@ -254,25 +268,36 @@ class QuantizedActor:
         if self._updater is None:
             self._updater = threading.Thread(target=self._updater_loop, name="weight-updater", daemon=True)
             self._updater.start()
+        elif not self._updater.is_alive() and not self._stop.is_set():
+            raise WeightUpdaterDiedError(
+                f"the weight updater thread ended; the actor would act on weights v{self.weights.version} forever"
+            )
 
     def _updater_loop(self) -> None:
         while not self._stop.is_set():
             if not self._wake.wait(timeout=0.5):
                 continue
             self._wake.clear()
-            fetched = self._fetch()
-            if fetched is None:
-                continue
-            buf, header = fetched
             try:
-                with self.timers.time("decode"):
-                    message = decode_message(buf, expected=self._expected)
-                    prepared = self._policy.prepare(message)
-            except WeightMessageError as exc:
-                self._reject(exc)
-                continue
-            with self._pending_lock:
-                self._pending = (prepared, header)
+                self._update_once()
+            except Exception:  # thread boundary: logged and counted; the next wake pulls again
+                self.weights.pull_failures += 1
+                log.exception("weight update failed; keeping weights v%d", self.weights.version)
+
+    def _update_once(self) -> None:
+        fetched = self._fetch()
+        if fetched is None:
+            return
+        buf, header = fetched
+        try:
+            with self.timers.time("decode"):
+                message = decode_message(buf, expected=self._expected)
+                prepared = self._policy.prepare(message)
+        except WeightMessageError as exc:
+            self._reject(exc)
+            return
+        with self._pending_lock:
+            self._pending = (prepared, header)
 
     def _install_pending(self) -> None:
         with self._pending_lock:

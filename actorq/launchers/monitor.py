@@ -3,13 +3,16 @@
 Launchers know nothing about role internals: everything here comes from the typed records of
 :mod:`actorq.status`, which the placement hands over (read from ``RUN_DIR/<label>/status.json``, or asked of a
 role on another host), so the same monitor serves every placement. Metrics CSV files are for people and never read
-here.
+here. Values no run can make are not trusted to stop one: an evaluation whose return is not finite or beyond
+:data:`~actorq.status.RETURN_LIMIT`, an actor count at or beyond :data:`~actorq.status.COUNTER_LIMIT`.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
+import math
 import subprocess
 import time
 from collections.abc import Callable
@@ -18,8 +21,11 @@ from statistics import mean
 
 from actorq.config import ExperimentConfig
 from actorq.config.shards import actor_shard, replay_label
+from actorq.durable import write_atomic
 from actorq.metrics import json_safe
 from actorq.status import (
+    COUNTER_LIMIT,
+    RETURN_LIMIT,
     RUN_DIR_FORMAT,
     ActorStatus,
     Evaluation,
@@ -31,6 +37,8 @@ from actorq.status import (
 )
 from actorq.target import DEFAULT_WINDOW, first_crossing
 from actorq.timers import BREAKDOWN_COMPONENTS
+
+log = logging.getLogger(__name__)
 
 REPLAY_COUNTS = ("inserts", "samples", "size", "actor_steps")
 """summary.json's ``replay`` counts, each the sum over shards of the shard's own (``per_shard``)."""
@@ -93,7 +101,7 @@ class RunMonitor:
         for label in self.labels:
             if label.startswith("actor_"):
                 record = self._record(label, ActorStatus)
-                if record is not None:
+                if record is not None and 0 <= record.step < COUNTER_LIMIT:
                     out[label] = record
         return out
 
@@ -131,8 +139,15 @@ class RunMonitor:
         return self._record("quantizer", QuantizerStatus)
 
     def evaluations(self) -> tuple[Evaluation, ...]:
+        """The evaluator's evaluations whose returns a run can make (finite, within ``RETURN_LIMIT``)."""
         record = self._record("evaluator", EvaluatorStatus)
-        return record.evaluations if record else ()
+        if not record:
+            return ()
+        return tuple(
+            e
+            for e in record.evaluations
+            if math.isfinite(e.eval_return) and abs(e.eval_return) <= RETURN_LIMIT
+        )
 
     def target_evaluation(self) -> Evaluation | None:
         """The evaluation at which the run reached ``target_return`` (None: not yet, or no target).
@@ -175,6 +190,10 @@ class RunMonitor:
         if len(set(chosen.values())) > 1:
             out["kernel_per_actor"] = chosen
         return out
+
+    def write_failures(self) -> int:
+        """Writes to the roles' disks that failed (full disk), over every role's latest record."""
+        return sum(r.write_failures for label in self.labels if (r := self.read(label)) is not None)
 
     def actor_steps(self) -> int:
         return int(sum(record.step for record in self.actors().values()))
@@ -273,6 +292,7 @@ class RunMonitor:
             "replay": self.replay_summary(),
             **self.kernel_summary(),
             "restarts": dict(self.restarts()),
+            "write_failures": self.write_failures(),
             "code": code_version(),
             "exit": exit_reason,
         }
@@ -283,7 +303,10 @@ class RunMonitor:
         self, exit_reason: str, wall_seconds: float | None = None, extra: dict | None = None
     ) -> dict:
         summary = self.summary(exit_reason, wall_seconds, extra)
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        try:
+            write_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=2))
+        except OSError as exc:  # a full disk: the run's outcome is still returned (and printed)
+            log.error("could not write %s: %s", self.run_dir / "summary.json", exc)
         return summary
 
 

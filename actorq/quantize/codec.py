@@ -22,6 +22,8 @@ scale segment holds float32 ``s`` per output row (axis 0) or one per tensor. ``x
 
 Nothing is unpickled or evaluated: the header goes through ``json.loads`` only and arrays are read with
 ``np.frombuffer``. Decoding checks, in order, and raises:
+  * more bytes than the receiver's cap (``max_bytes``, at most MAX_MESSAGE_BYTES) -> MalformedMessageError,
+    before anything else (the HMAC included) reads them;
   * fewer bytes than magic and version -> TruncatedMessageError; wrong magic -> MalformedMessageError (it is
     not an ActorQ message at all); format 1 -> LegacyUnsignedMessageError; other versions ->
     UnsupportedVersionError;
@@ -59,8 +61,10 @@ import numpy as np
 from actorq.quantize.affine import qrange, quantize_tensor
 from actorq.quantize.floats import to_fp16
 from actorq.quantize.header import (
+    ALIGN,
     MAX_NAME,
     MAX_NDIM,
+    MAX_PAYLOAD_BYTES,
     check_expected,
     check_header,
     check_meta,
@@ -119,7 +123,10 @@ ZLIB_LEVEL = 1  # weights are high-entropy: level 1 gets nearly all of level 6's
 _MAGIC_VERSION = struct.Struct("<4sH")
 _PRE = struct.Struct(f"<4sHH{RUN_ID_BYTES}sIQ")
 _CRC = struct.Struct("<I")
-_ALIGN = 8
+_ALIGN = ALIGN
+MAX_MESSAGE_BYTES = MAX_PAYLOAD_BYTES + (64 << 20)
+"""The largest message any reader accepts (the largest payload plus room for a header): checked, like a
+receiver's own tighter ``max_bytes`` (:func:`message_size_bound`), before the HMAC runs over the bytes."""
 _FLOAT_DTYPES = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2")}
 
 
@@ -144,7 +151,7 @@ def encode_message(
     Args:
         state: ``{name: array}``; tensors with ndim >= 2 use the ``comm_bits`` encoding, the rest go as
             f32 (f16 when ``comm_bits == 16``).
-        version: Weight version (the learner's publication counter), >= 0.
+        version: Weight version (the learner's: its step plus an offset; the policy's: that + 1), >= 0.
         learner_step: Learner step the weights come from, >= 0.
         precision: The actors' inference precision (e.g. "fp32", "int8"), carried verbatim.
         comm_bits: 32 (f32), 16 (f16) or 2..8 (symmetric affine codes, bit-packed).
@@ -228,6 +235,16 @@ def encode_message(
     return out
 
 
+def message_size_bound(shapes: Mapping[str, tuple[int, ...]]) -> int:
+    """The most bytes a message carrying tensors of ``shapes`` can take (uncompressed fp32, the widest encoding,
+    with the longest header a sender could write): a receiver that knows its network caps messages at this."""
+    header = 1024 + sum(6 * len(name) + 256 + 24 * len(shape) for name, shape in shapes.items())
+    payload = sum(
+        _align(4 * math.prod(shape)) + _align(4 * (shape[0] if shape else 1)) for shape in shapes.values()
+    )
+    return _PRE.size + _align(header) + payload + _CRC.size + TAG_BYTES
+
+
 def _as_view(buf: Any) -> memoryview:
     if isinstance(buf, np.ndarray):
         if buf.dtype != np.uint8:
@@ -268,11 +285,16 @@ def _authenticate(mv: memoryview, auth: int, run_id: bytes, key: WeightsKey, str
 
 
 def _parse(
-    buf: Any, key: WeightsKey | None = None, stream: str = POLICY_STREAM
+    buf: Any, key: WeightsKey | None = None, stream: str = POLICY_STREAM, max_bytes: int | None = None
 ) -> tuple[memoryview, dict[str, Any], int, int, bool, bytes]:
-    """Authentication (with ``key``), integrity checks and header validation; returns (view, header, payload
-    start, stored length, signed, run id)."""
+    """Size cap, authentication (with ``key``), integrity checks and header validation; returns (view, header,
+    payload start, stored length, signed, run id)."""
     mv = _as_view(buf)
+    cap = MAX_MESSAGE_BYTES if max_bytes is None else min(max_bytes, MAX_MESSAGE_BYTES)
+    if len(mv) > cap:
+        raise MalformedMessageError(
+            f"message of {len(mv)} bytes is larger than the {cap} a message for this receiver can take"
+        )
     if len(mv) < _MAGIC_VERSION.size:
         raise TruncatedMessageError(f"message is {len(mv)} bytes; the smallest valid one is {_PRE.size + 4}")
     magic, fver = _MAGIC_VERSION.unpack_from(mv, 0)
@@ -311,13 +333,15 @@ def _parse(
     return mv, check_header(header, plen), _PRE.size + hlen, plen, signed, run_id if signed else b""
 
 
-def read_header(buf: Any, key: WeightsKey | None = None, stream: str = POLICY_STREAM) -> MessageHeader:
-    """Metadata of a message after the authentication (with ``key``), integrity and header checks, without
-    decoding the payload.
+def read_header(
+    buf: Any, key: WeightsKey | None = None, stream: str = POLICY_STREAM, max_bytes: int | None = None
+) -> MessageHeader:
+    """Metadata of a message after the size cap (``max_bytes``, at most :data:`MAX_MESSAGE_BYTES`), the
+    authentication (with ``key``), integrity and header checks, without decoding the payload.
 
     Raises the same errors as :func:`decode_message` up to (not including) the ``expected`` checks.
     """
-    mv, h, _, _, signed, run_id = _parse(buf, key, stream)
+    mv, h, _, _, signed, run_id = _parse(buf, key, stream, max_bytes)
     meta = (h["version"], h["learner_step"], h["precision"], h["comm_bits"], h["compressed"])
     return MessageHeader(
         MESSAGE_VERSION,

@@ -24,8 +24,12 @@ WIRE_BITS = (2, 3, 4, 5, 6, 7, 8, 16, 32)
 A run uses one of :data:`actorq.config.COMM_BITS`, a subset."""
 MAX_PAYLOAD_BYTES = 1 << 32  # cap on the declared uncompressed payload (4 GiB)
 MAX_NDIM = 32
+MAX_DIM = 1 << 31
+"""Every dimension of a tensor is below this (a larger one is no network's, and numpy refuses some)."""
 MAX_NAME = 1024
 MAX_META_INT = 1 << 63
+ALIGN = 8
+"""Payload segments start at the next multiple of this after the previous one (the only gap allowed)."""
 DEFLATE_MAX_RATIO = 1100  # deflate can't expand more than ~1032x
 META_KEYS = {"learner_step", "version", "precision", "comm_bits"}
 HEADER_KEYS = META_KEYS | {"compressed", "payload_nbytes", "tensors"}
@@ -74,6 +78,8 @@ def check_record(t: Any, seen: set[str]) -> dict[str, Any]:
     seen.add(name)
     if not (isinstance(shape, list) and len(shape) <= MAX_NDIM and all(is_int(d) and d >= 0 for d in shape)):
         raise MalformedMessageError(f"tensor {name!r}: shape {shape!r} is not a list of non-negative ints")
+    if any(d >= MAX_DIM for d in shape):
+        raise MalformedMessageError(f"tensor {name!r}: a dimension of shape {shape!r} is 2^31 or more")
     count = math.prod(shape)
     if enc not in ("f32", "f16", "q"):
         raise MalformedMessageError(f"tensor {name!r}: unknown encoding {enc!r}")
@@ -125,6 +131,8 @@ def check_header(h: Any, plen: int) -> dict[str, Any]:
     for off, n in spans:
         if off < pos:
             raise MalformedMessageError(f"payload segments overlap at byte {off}")
+        if off > -(-pos // ALIGN) * ALIGN:
+            raise MalformedMessageError(f"payload segments leave a gap before byte {off} (after byte {pos})")
         pos = off + n
     if pos != raw:
         raise MalformedMessageError(f"segments end at byte {pos} but the payload has {raw} bytes")

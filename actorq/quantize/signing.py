@@ -7,7 +7,10 @@ A run has one secret key (32 random bytes). From it derive, one way:
   key's fingerprint can be shown in logs and summaries without revealing the key;
 * one **stream key** per message stream (``policy``: quantizer -> actors and evaluator; ``learner``: learner ->
   quantizer and evaluator): ``HMAC-SHA256(key, "actorq weights stream " || stream)``. A message signed for one
-  stream does not verify on the other, so a learner message copied into the policy table is rejected.
+  stream does not verify on the other, so a learner message copied into the policy table is rejected;
+* the **run-state key** (:data:`RUN_STATE_STREAM`): ``HMAC-SHA256(key, "actorq run state")``, which signs the roles'
+  resume records on the replay server (:mod:`actorq.replay.run_state_record`), so a record is never mistaken for a
+  message or the other way round.
 
 A message's tag is ``HMAC-SHA256(stream key, every byte of the message before the tag)``: preamble (format version,
 signature scheme, run id, lengths), header (weight version, learner step, tensors) and payload. Tags are compared
@@ -35,9 +38,13 @@ POLICY_STREAM = "policy"
 LEARNER_STREAM = "learner"
 """fp32 weights from the learner to the quantizer and the evaluator."""
 STREAMS = (POLICY_STREAM, LEARNER_STREAM)
+"""The weight-message streams."""
+RUN_STATE_STREAM = "run_state"
+"""The roles' resume records on the replay server (not a weight-message stream: its key has its own domain)."""
 
 _RUN_ID_DOMAIN = b"actorq run id\0"
 _STREAM_DOMAIN = b"actorq weights stream\0"
+_RUN_STATE_DOMAIN = b"actorq run state\0"
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,7 @@ class WeightsKey:
         derived = {
             s: hmac.new(self.secret, _STREAM_DOMAIN + s.encode(), hashlib.sha256).digest() for s in STREAMS
         }
+        derived[RUN_STATE_STREAM] = hmac.new(self.secret, _RUN_STATE_DOMAIN, hashlib.sha256).digest()
         object.__setattr__(self, "_stream_keys", derived)
 
     @property
@@ -65,11 +73,11 @@ class WeightsKey:
         return self.run_id.hex()
 
     def stream_key(self, stream: str) -> bytes:
-        """The HMAC key of ``stream`` (one of :data:`STREAMS`)."""
+        """The HMAC key of ``stream`` (one of :data:`STREAMS`, or :data:`RUN_STATE_STREAM`)."""
         try:
             return self._stream_keys[stream]
         except KeyError:
-            raise ValueError(f"unknown weight stream {stream!r}; one of {STREAMS}") from None
+            raise ValueError(f"unknown stream {stream!r}; one of {(*STREAMS, RUN_STATE_STREAM)}") from None
 
 
 def generate_key() -> WeightsKey:

@@ -11,6 +11,7 @@ from acme import specs as acme_specs
 from acme.adders import reverb as acme_adders
 
 from actorq.config import ExperimentConfig, error_buffer
+from actorq.replay.checkpoints import restore_kept
 from actorq.replay.run_state import TABLE_PREFIX, run_state_labels, run_state_table
 
 log = logging.getLogger(__name__)
@@ -74,10 +75,12 @@ def make_server(
     port: int | None = None,
     checkpoint_dir: str | Path | None = None,
 ) -> reverb.Server:
-    """Start a Reverb server with the experiment's tables (restoring from ``checkpoint_dir`` when it holds one)."""
+    """Start a Reverb server with the experiment's tables (restoring from ``checkpoint_dir`` when it holds one: the
+    checkpoint replay last completed, :func:`actorq.replay.checkpoints.restore_kept`)."""
     checkpointer = None
     if checkpoint_dir is not None:
         Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        restore_kept(checkpoint_dir)  # the checkpoint replay last completed, not a newer one it never synced
         checkpointer = reverb.checkpointers.DefaultCheckpointer(str(checkpoint_dir))
     tables = make_tables(config, environment_spec)
     while True:

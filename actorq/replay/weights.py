@@ -2,6 +2,11 @@
 
 Messages are the codec's uint8 arrays (``actorq.quantize.codec``): plain bytes, never pickles. Each table holds one
 item, so a publish replaces the previous message and a fetch always sees the newest.
+
+Anyone who reaches the replay port can put anything into these tables. A fetched item that is not one 1-D uint8
+column of a size the receiver can take (any other dtype, rank or number of columns, or more bytes than
+``max_bytes``) is a :class:`~actorq.quantize.message.MalformedMessageError`, raised before anything reads it: the
+caller counts it as a rejected message, like one whose signature does not verify.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import numpy as np
 import reverb
 
 from actorq.core import WeightsUnavailableError
+from actorq.quantize.codec import MAX_MESSAGE_BYTES
+from actorq.quantize.message import MalformedMessageError
 from actorq.replay.retry import REPLAY_ERRORS, first_line, replay_call
 
 log = logging.getLogger(__name__)
@@ -51,11 +58,20 @@ class ReverbWeightSubscriber:
     message once more. After an error the next call fetches again (a restarted server counts inserts anew).
     """
 
-    def __init__(self, client: reverb.Client, table: str, timeout_s: float = 5.0, *, only_new: bool = False):
+    def __init__(
+        self,
+        client: reverb.Client,
+        table: str,
+        timeout_s: float = 5.0,
+        *,
+        only_new: bool = False,
+        max_bytes: int = MAX_MESSAGE_BYTES,
+    ):
         self._client = client
         self._table = table
         self._timeout_s = timeout_s
         self._only_new = only_new
+        self._max_bytes = max_bytes
         # The table's insert count when the last message was fetched (only_new).
         self._returned_inserts: int | None = None
         self._requests: queue.SimpleQueue | None = None
@@ -63,6 +79,12 @@ class ReverbWeightSubscriber:
         self._result: np.ndarray | BaseException | None = None
 
     def latest(self, timeout_s: float | None = None) -> np.ndarray | None:
+        """The newest message (a 1-D uint8 array), or None (an empty table; with ``only_new``, nothing new).
+
+        Raises:
+            WeightsUnavailableError: Replay did not answer within the timeout.
+            MalformedMessageError: The table holds something that is not a message (see the module docstring).
+        """
         timeout = max(1, int(round(timeout_s if timeout_s is not None else self._timeout_s)))
         try:
             with replay_call():
@@ -89,11 +111,30 @@ class ReverbWeightSubscriber:
                 return None
         else:
             inserts = None
-        message = self._sample(timeout)
-        self._returned_inserts = inserts
-        return message
+        data = self._sample(timeout)
+        self._returned_inserts = inserts  # junk too: it is rejected once, not at every poll
+        return self._message(data)
 
-    def _sample(self, timeout: float) -> np.ndarray:
+    def _message(self, data: object) -> np.ndarray:
+        """The one uint8 column of a sampled item, or MalformedMessageError."""
+        if not isinstance(data, (list, tuple)) or len(data) != 1 or not isinstance(data[0], np.ndarray):
+            count = len(data) if isinstance(data, (list, tuple)) else type(data).__name__
+            raise MalformedMessageError(
+                f"table {self._table!r} holds an item of {count} columns, not a message"
+            )
+        column = data[0]
+        if column.dtype != np.uint8 or column.ndim != 1:
+            raise MalformedMessageError(
+                f"table {self._table!r} holds a {column.dtype}{list(column.shape)} item, not a 1-D uint8 message"
+            )
+        if column.size > self._max_bytes:
+            raise MalformedMessageError(
+                f"table {self._table!r} holds a {column.size}-byte item, larger than the {self._max_bytes} a "
+                "message for this receiver can take"
+            )
+        return column
+
+    def _sample(self, timeout: float) -> object:
         """Sample on a helper thread and wait at most ``timeout``: Reverb's sample has no deadline of its own, and
         a server that goes away between ``server_info`` and the sample would otherwise block the caller for as
         long as it is away. A sample still blocked at the deadline stays outstanding (one at most); a later call
@@ -117,7 +158,7 @@ class ReverbWeightSubscriber:
             done = self._requests.get()
             try:
                 sample = next(self._client.sample(self._table, num_samples=1))
-                self._result = np.asarray(sample[0].data[0], dtype=np.uint8)
+                self._result = list(sample[0].data)
             except Exception as exc:  # noqa: BLE001  (thread boundary: handed to the caller, who raises it)
                 self._result = exc
             done.set()

@@ -7,8 +7,11 @@ weights in place; ``weights_age_s`` in the metrics says how stale they are.
 
 Weights are authenticated with the run's key. The actor's resume record (steps, episodes, and the last installed
 weights version, the floor a restarted actor never goes below) is kept on the replay server
-(:mod:`actorq.replay.run_state`), stored at every report and whenever the floor rises, so an actor restarted on
-another host, without its old run directory, continues where it was.
+(:mod:`actorq.replay.run_state`, signed with the run's key) and in ``RUN_DIR/actor_<i>/resume.json`` (fsynced),
+stored at every report and whenever the floor rises, so an actor restarted on another host, without its old run
+directory, continues where it was, and one restarted on its own host keeps the larger of the two floors whatever a
+client of the replay port did to the record there (a forged or emptied record is rejected and counted among its
+``rejected_messages``). Without a trusted record the floor is the newest message it can verify: it installs that.
 """
 
 from __future__ import annotations
@@ -25,14 +28,16 @@ from actorq.actors.actor import QuantizedActor
 from actorq.config import ExperimentConfig
 from actorq.config.shards import actor_address, weights_address
 from actorq.envs import environment_spec, make_environment
+from actorq.quantize.codec import message_size_bound
 from actorq.quantize.signing import WeightsKey
 from actorq.replay import POLICY_TABLE, ReverbWeightSubscriber, wait_for_server
 from actorq.replay.experience import make_adders
 from actorq.replay.retry import REPLAY_ERRORS, replay_call
+from actorq.replay.run_state_record import Field
 from actorq.roles.base import RoleBase
 from actorq.roles.policy import build_policy, write_kernel_record
 from actorq.roles.watchdog import StallWatchdog
-from actorq.status import ActorStatus
+from actorq.status import COUNTER_LIMIT, ActorStatus
 from actorq.timers import BREAKDOWN_COMPONENTS, Timers
 
 log = logging.getLogger(__name__)
@@ -78,11 +83,13 @@ class ActorRole(RoleBase):
         self.steps = int(previous["steps"]) if previous else 0
         self.episodes = int(previous["episodes"]) if previous else 0
         self._recorded_floor = int(previous["weights_floor"]) if previous else -1
+        policy = build_policy(config, batch=self.num_envs)
+        self._max_message_bytes = message_size_bound(policy.expected_shapes())
         self.actor = QuantizedActor(
             config,
-            build_policy(config, batch=self.num_envs),
+            policy,
             make_adders(client, config, self.num_envs),
-            ReverbWeightSubscriber(weights_client, POLICY_TABLE, only_new=True),
+            self._subscriber(weights_client),
             actor_id=actor_id,
             seed=seed,
             action_low=spec.action_low,
@@ -92,6 +99,7 @@ class ActorRole(RoleBase):
             on_install=self._installed,
         )
         self.actor.weights.floor = self._recorded_floor
+        self.actor.weights.rejected += self.rejected_records  # a forged record counts like a forged message
         if self.actor.weights.floor >= 0:
             log.info(
                 "actor %d: restarted; never installs weights below v%d", actor_id, self.actor.weights.floor
@@ -124,7 +132,15 @@ class ActorRole(RoleBase):
         )
         write_kernel_record(self.dir, policy)
 
-    resume_schema = {"steps": (np.int64, 0), "episodes": (np.int64, 0), "weights_floor": (np.int64, 0)}
+    resume_schema = {  # noqa: RUF012  (read-only)
+        "steps": Field(np.int64, 0, 0, COUNTER_LIMIT),
+        "episodes": Field(np.int64, 0, 0, COUNTER_LIMIT),
+        "weights_floor": Field(np.int64, 0, -1, COUNTER_LIMIT),
+    }
+
+    def _subscriber(self, client) -> ReverbWeightSubscriber:
+        """The policy table's subscriber, capping items at what a message for this network can take."""
+        return ReverbWeightSubscriber(client, POLICY_TABLE, only_new=True, max_bytes=self._max_message_bytes)
 
     def resume_values(self) -> dict[str, np.ndarray]:
         weights = self.actor.weights
@@ -224,7 +240,7 @@ class ActorRole(RoleBase):
         self._retired.put(
             self.actor.reconnect(
                 make_adders(client, self.config, self.num_envs),
-                ReverbWeightSubscriber(weights_client, POLICY_TABLE, only_new=True),
+                self._subscriber(weights_client),
             )
         )
         self.reconnects += 1

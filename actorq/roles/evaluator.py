@@ -15,7 +15,12 @@ quantizer's rule (:mod:`actorq.roles.agreement`): how often quantized actors wou
 change that reward per env step can hide or show.
 
 A restarted evaluator keeps the run's evaluations so far: its history is its resume record on the replay server
-(:mod:`actorq.replay.run_state`), stored after every evaluation, so it holds on whichever host it restarts.
+(:mod:`actorq.replay.run_state`, signed with the run's key) and in ``RUN_DIR/evaluator/resume.json``, stored after
+every evaluation, so it holds on whichever host it restarts. The supervisor stops a run on these evaluations, so a
+history is trusted only when it verifies and is one the run could have made: finite returns within
+:data:`~actorq.status.RETURN_LIMIT`, counters below :data:`~actorq.status.COUNTER_LIMIT`, columns of one length,
+times in order and no more evaluations than one per ``evaluator.period_s`` (and one per start) since the first.
+Anything else in the tables (junk in a weight table, a forged record) is rejected and counted, never fatal.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from actorq.config import ExperimentConfig
 from actorq.config.shards import split_addresses, weights_address
 from actorq.envs import make_environment
 from actorq.metrics import evaluation_row
-from actorq.quantize.codec import WeightMessageError, decode_message, read_header
+from actorq.quantize.codec import WeightMessageError, decode_message, message_size_bound, read_header
 from actorq.quantize.signing import LEARNER_STREAM, POLICY_STREAM, WeightsKey
 from actorq.replay import (
     LEARNER_WEIGHTS_TABLE,
@@ -43,15 +48,22 @@ from actorq.replay import (
     wait_for_server,
 )
 from actorq.replay.retry import ReplayOutage
-from actorq.replay.run_state import FIX_HINT, RunStateError
+from actorq.replay.run_state_record import Field, RejectedRecordError
 from actorq.roles.agreement import ActionAgreement
 from actorq.roles.base import RoleBase
 from actorq.roles.policy import build_policy, greedy_episodes
 from actorq.roles.quantizer import encode_policy, learner_state
-from actorq.status import Evaluation, EvaluatorStatus
+from actorq.status import COUNTER_LIMIT, RETURN_LIMIT, Evaluation, EvaluatorStatus
 from actorq.timers import Periodic
 
 log = logging.getLogger(__name__)
+
+MAX_EVALUATIONS = 1_000_000
+"""The most evaluations a resume record may hold (a month of evaluations every 3 s)."""
+EXTRA_EVALUATIONS = 1000
+"""Evaluations a history may hold beyond one per period: each start of the evaluator evaluates at once."""
+CLOCK_SKEW_S = 300.0
+"""How far in the future (by this host's clock) an evaluation time may be: another host's clock may run ahead."""
 
 
 class EvaluatorRole(RoleBase):
@@ -80,11 +92,6 @@ class EvaluatorRole(RoleBase):
             self._client if a == weights_address(address) else wait_for_server(a, timeout_s=connect_timeout_s)
             for a in split_addresses(address)
         ]
-        # each_version_once: a period with no new learner weights since the last evaluation evaluates nothing.
-        self._learner_sub = ReverbWeightSubscriber(
-            self._client, LEARNER_WEIGHTS_TABLE, only_new=config.evaluator.each_version_once
-        )
-        self._policy_sub = ReverbWeightSubscriber(self._client, POLICY_TABLE)
         # One environment per evaluation episode, stepped together with one batched forward (the kernel is
         # verified and timed at that batch): an evaluation costs one policy forward per step, not one per episode.
         episodes = config.evaluator.episodes
@@ -93,6 +100,12 @@ class EvaluatorRole(RoleBase):
             for j in range(episodes)
         ]
         self._fp32 = build_policy(config, precision="fp32", batch=episodes)
+        cap = message_size_bound(self._fp32.expected_shapes())  # fp32: the widest either table carries
+        # each_version_once: a period with no new learner weights since the last evaluation evaluates nothing.
+        self._learner_sub = ReverbWeightSubscriber(
+            self._client, LEARNER_WEIGHTS_TABLE, only_new=config.evaluator.each_version_once, max_bytes=cap
+        )
+        self._policy_sub = ReverbWeightSubscriber(self._client, POLICY_TABLE, max_bytes=cap)
         self._quantized = (
             build_policy(config, batch=episodes) if config.evaluator.evaluate_quantized else None
         )
@@ -114,19 +127,43 @@ class EvaluatorRole(RoleBase):
         self._learner_version = -1  # of the last learner weights evaluated
         self.best_return: float | None = None
         previous = self.open_run_state(self._client, weights_key, connect_timeout_s)
+        self.rejected += self.rejected_records  # a forged record counts like a forged message
         self.history: list[Evaluation] = history_from_record(previous) if previous else []
 
-    resume_schema = {
-        "time": (np.float64, 1),
-        "learner_step": (np.int64, 1),
-        "actor_steps": (np.int64, 1),
-        "eval_return": (np.float64, 1),
+    resume_schema = {  # noqa: RUF012  (read-only)
+        "time": Field(np.float64, 1, 0, 1e11, max_len=MAX_EVALUATIONS),
+        "learner_step": Field(np.int64, 1, 0, COUNTER_LIMIT, max_len=MAX_EVALUATIONS),
+        "actor_steps": Field(np.int64, 1, 0, COUNTER_LIMIT, max_len=MAX_EVALUATIONS),
+        "eval_return": Field(np.float64, 1, -RETURN_LIMIT, RETURN_LIMIT, max_len=MAX_EVALUATIONS),
     }
+
+    def check_record(self, record: dict[str, np.ndarray]) -> None:
+        """A history the run could have made: columns of one length, times in order and not in the future, at
+        most one evaluation per ``evaluator.period_s`` since the first (plus :data:`EXTRA_EVALUATIONS`, the
+        immediate evaluation of each start)."""
+        lengths = {name: len(column) for name, column in record.items()}
+        if len(set(lengths.values())) > 1:
+            raise RejectedRecordError(f"evaluator history columns of different lengths {lengths}")
+        times = record["time"]
+        if not len(times):
+            return
+        if np.any(np.diff(times) < 0) or times[-1] > time.time() + CLOCK_SKEW_S:
+            raise RejectedRecordError("evaluation times out of order or in the future")
+        possible = (times[-1] - times[0]) / self.config.evaluator.period_s + 1 + EXTRA_EVALUATIONS
+        if len(times) > possible:
+            raise RejectedRecordError(
+                f"{len(times)} evaluations in {times[-1] - times[0]:.0f} s: more than one per "
+                f"evaluator.period_s ({self.config.evaluator.period_s:g} s)"
+            )
+
+    def merge_records(self, on_replay, local):
+        """The longer history (the other is a prefix of it, or a replay restored from an older checkpoint)."""
+        return on_replay if len(on_replay["time"]) >= len(local["time"]) else local
 
     def resume_values(self) -> dict[str, np.ndarray]:
         return {
-            name: np.array([getattr(e, name) for e in self.history], dtype=dtype)
-            for name, (dtype, _) in self.resume_schema.items()
+            name: np.array([getattr(e, name) for e in self.history], dtype=spec.dtype)
+            for name, spec in self.resume_schema.items()
         }
 
     @property
@@ -138,9 +175,18 @@ class EvaluatorRole(RoleBase):
         if not (self._first or self._due.due()):
             time.sleep(0.1)
             return
-        answered, polled = self._outage.attempt(
-            lambda: (self._learner_sub.latest(), sum(experience_inserts(c)[0] for c in self._shard_clients))
-        )
+        try:
+            answered, polled = self._outage.attempt(
+                lambda: (
+                    self._learner_sub.latest(),
+                    sum(experience_inserts(c)[0] for c in self._shard_clients),
+                )
+            )
+        except WeightMessageError as exc:  # not a message at all: junk in the learner table
+            self._first = False
+            self.rejected += 1
+            log.error("evaluator rejected learner weights: %s: %s", type(exc).__name__, exc)
+            return
         if not answered:
             return
         buf, inserts = polled
@@ -232,10 +278,10 @@ class EvaluatorRole(RoleBase):
         are always there: the metrics header is fixed by the first row, which may come before any broadcast)."""
         none: dict[str, float | None] = {"quantized_return": None, "quantized_learner_step": None}
         # Replay restarting: skip the quantized half of this evaluation (no back-off: the fp32 half is done).
-        answered, buf = self._outage.attempt(self._policy_sub.latest, wait=False)
-        if not answered or buf is None:
-            return none
         try:
+            answered, buf = self._outage.attempt(self._policy_sub.latest, wait=False)
+            if not answered or buf is None:
+                return none
             header = read_header(buf, key=self._key, stream=POLICY_STREAM)  # authenticated before decoding
             self._quantized.apply(decode_message(buf, expected=self._quantized.expected_shapes()))
         except WeightMessageError as exc:
@@ -254,14 +300,7 @@ class EvaluatorRole(RoleBase):
 
 
 def history_from_record(record: dict[str, np.ndarray]) -> list[Evaluation]:
-    """The evaluations in a resume record (its columns, one entry per evaluation).
-
-    Raises:
-        RunStateError: Columns of different lengths.
-    """
-    lengths = {name: len(column) for name, column in record.items()}
-    if len(set(lengths.values())) > 1:
-        raise RunStateError(f"evaluator resume record: columns of different lengths {lengths}; {FIX_HINT}")
+    """The evaluations in a resume record (its columns, checked by :meth:`EvaluatorRole.check_record`)."""
     return [
         Evaluation(time=float(t), learner_step=int(step), actor_steps=int(inserts), eval_return=float(ret))
         for t, step, inserts, ret in zip(

@@ -3,8 +3,11 @@
 Publishing runs on a background thread with a one-slot mailbox (newest wins), so encoding and inserting a 34 MB
 message never stalls learning. Messages are signed with the run's key (the quantizer and evaluator verify them).
 Their version is the learner step plus an offset that keeps versions increasing across a ``--resume`` from a
-checkpoint older than the last published weights (``RUN_DIR/learner/published_version.json``): the quantizer never
-uses a learner message older than the last one it used, so the resumed learner's must be newer.
+checkpoint older than the last published weights (``RUN_DIR/learner/published_version.json``, fsynced): the
+quantizer derives the policy's version from it, so the resumed learner's must be newer.
+
+A checkpoint that cannot be written (a full disk) is warned about once per outage, counted (``write_failures``)
+and tried again at the next period; the learner keeps learning.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import logging
 import threading
 import time
 from pathlib import Path
+
+import tensorflow as tf
 
 from actorq.config import ExperimentConfig
 from actorq.config.shards import weights_address
@@ -131,7 +136,7 @@ class LearnerRole(RoleBase):
         ckpt = self.run_dir if config.learner.checkpoint_period_s > 0 else None
         self.learner = make_learner(config, spec, address, checkpoint_dir=ckpt)
         record = VersionRecord(
-            self.dir / "published_version.json", weights_key.run_id_hex if weights_key else ""
+            self.dir / "published_version.json", weights_key.run_id_hex if weights_key else "", self.disk
         )
         offset = max(0, record.read() + 1 - self.learner.steps)
         if offset:
@@ -166,8 +171,7 @@ class LearnerRole(RoleBase):
         steps = self.learner.steps
         if steps % self.config.learner.publish_period == 0:
             self._publisher.submit(self.learner.get_variables(), steps)
-        if self.learner.save():
-            log.info("learner checkpoint at step %d", steps)
+        self._save()
         if self.config.learner.max_steps and steps >= self.config.learner.max_steps:
             raise _Done
 
@@ -218,10 +222,21 @@ class LearnerRole(RoleBase):
         every role notices at once that its launcher is gone), when the loop never gets back here by itself. A step
         blocked while sampling has not begun its update, so the variables are those of the last finished step."""
         try:
-            if self.learner.save(force=True):
-                log.info("learner checkpoint at step %d", self.learner.steps)
+            self._save(force=True)
         finally:
             super().close()
+
+    def _save(self, force: bool = False) -> None:
+        """Checkpoint when due (or now with ``force``); a failed write is warned about once per outage and counted,
+        never raised (the next period tries again)."""
+        try:
+            saved = self.learner.save(force=force)
+        except (OSError, tf.errors.OpError) as exc:
+            self.disk.failed(exc, "learner checkpoint")
+            return
+        if saved:
+            self.disk.succeeded()
+            log.info("learner checkpoint at step %d", self.learner.steps)
 
 
 class _Done(Exception):  # noqa: N818  (a control-flow signal, not an error)

@@ -1,13 +1,15 @@
 """Parameter-quantizer role: learner fp32 weights -> torch state dict -> actor precision / wire bits -> actors.
 
-Versions keep increasing across restarts: a restarted quantizer continues above both the version of the message
-already in the policy table and the last version it published, from its resume record on the replay server
-(:mod:`actorq.replay.run_state`, stored on every publish, so it holds on whichever host the quantizer restarts).
-Learner messages are authenticated with the run's key before they are decoded, and every
-message published is signed with it. A restarted quantizer also ignores learner messages older (by version) than
-the last one it quantized (same record), so replaying an old signed learner message at its restart can't roll
-actors back; a resumed learner's messages are newer (its versions continue above its last published ones). While replay is unreachable (restarting, link down) it keeps polling with backoff; after
-``connect_timeout_s`` of failures it exits non-zero and the launcher restarts it.
+A policy message's version is the learner message's version plus one (:func:`policy_version`), so versions follow
+the learner's, which its checkpointed step and ``published_version.json`` keep increasing across resumes, and never
+depend on anything this role restores from the network. A restarted quantizer never publishes at or below the
+newest version it can see published or trust: the policy message in the table (verified), its resume record on
+the replay server (verified, :mod:`actorq.replay.run_state`) and its local copy (``RUN_DIR/quantizer/resume.json``);
+so replaying an old signed learner message at its restart can't roll actors back, whatever a client of the replay
+port did to the tables. Learner messages are authenticated with the run's key before they are decoded, and every
+message published is signed with it; anything else in the learner table (junk, forgeries) is rejected and counted.
+While replay is unreachable (restarting, link down) it keeps polling with backoff; after ``connect_timeout_s`` of
+failures it exits non-zero and the launcher restarts it.
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ import numpy as np
 from actorq.algorithms.torso import Torso
 from actorq.config import ExperimentConfig
 from actorq.config.shards import weights_address
-from actorq.networks.mapping import tf_to_torch_state
+from actorq.envs import environment_spec
+from actorq.networks.mapping import tf_to_torch_state, torch_state_shapes
 from actorq.quantize.codec import (
+    MalformedMessageError,
     WeightMessage,
     WeightMessageError,
     decode_message,
     encode_message,
+    message_size_bound,
     read_header,
 )
 from actorq.quantize.signing import LEARNER_STREAM, POLICY_STREAM, TAG_BYTES, WeightsKey
@@ -39,9 +44,10 @@ from actorq.replay import (
     wait_for_server,
 )
 from actorq.replay.retry import REPLAY_ERRORS, ReplayOutage
+from actorq.replay.run_state_record import Field
 from actorq.roles.base import RoleBase
 from actorq.roles.torso import run_torso
-from actorq.status import QuantizerStatus
+from actorq.status import COUNTER_LIMIT, QuantizerStatus
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +76,24 @@ def encode_policy(
         key=key,
         stream=POLICY_STREAM,
     )
+
+
+def policy_shapes(config: ExperimentConfig) -> dict[str, tuple[int, ...]]:
+    """``{torch key: shape}`` of the run's policy (what its weight messages carry; the learner's have the same
+    counts under TF names), its torso's convolutions included."""
+    spec = environment_spec(config.env)
+    return torch_state_shapes(
+        config.algorithm,
+        spec.obs_dim,
+        spec.num_actions,
+        tuple(config.network.policy_layers),
+        run_torso(config, spec),
+    )
+
+
+def policy_version(learner_version: int) -> int:
+    """The version of the policy message quantized from the learner's message ``learner_version``."""
+    return learner_version + 1
 
 
 def learner_state(
@@ -107,45 +131,51 @@ class QuantizerRole(RoleBase):
         self._key = weights_key
         torso = run_torso(config)
         self._torso = torso if torso.is_conv else None
-        self._handled_tag = b""  # tag of the last learner message handled: polling it again costs no HMAC
+        self._handled_tag: bytes | None = (
+            None  # tag of the last learner message handled: polled again, no HMAC
+        )
         if weights_key is None:
             log.warning(
                 "quantizer PUBLISHES UNSIGNED WEIGHTS (--insecure-weights): actors can't tell them from forged ones"
             )
         client = wait_for_server(weights_address(address), timeout_s=connect_timeout_s)
         self._outage = ReplayOutage("quantizer", budget_s=connect_timeout_s)
+        cap = message_size_bound(policy_shapes(config))  # fp32: the widest either table carries
         # Polled every poll_interval_s: only a newly inserted learner message is downloaded.
-        self._source = ReverbWeightSubscriber(client, LEARNER_WEIGHTS_TABLE, only_new=True)
+        self._source = ReverbWeightSubscriber(client, LEARNER_WEIGHTS_TABLE, only_new=True, max_bytes=cap)
         self._sink = ReverbWeightPublisher(client, POLICY_TABLE)
-        self._policy_sub = ReverbWeightSubscriber(client, POLICY_TABLE)
+        self._policy_sub = ReverbWeightSubscriber(client, POLICY_TABLE, max_bytes=cap)
+        self.rejected = 0
         previous = self.open_run_state(client, weights_key, connect_timeout_s)
-        # The learner version of the last message quantized (kept in the record; -1: none yet).
-        self._quantized_learner_version = int(previous["learner_version"]) if previous else -1
+        self.rejected += self.rejected_records
         self.version = self._resume_version(int(previous["version"]) if previous else 0)
         self.learner_step = -1
-        # Strictly older learner messages are refused after a restart; the one it quantized last may come again.
-        self.learner_version = self._quantized_learner_version - 1
         self.times = {"convert_ms": 0.0, "quantize_ms": 0.0, "publish_ms": 0.0}
         self.message_bytes = 0
         self.published = 0
-        self.rejected = 0
 
-    resume_schema = {"version": (np.int64, 0), "learner_version": (np.int64, 0)}
+    resume_schema = {"version": Field(np.int64, 0, 0, COUNTER_LIMIT)}  # noqa: RUF012  (read-only)
 
     def resume_values(self) -> dict[str, np.ndarray]:
-        return {
-            "version": np.int64(self.version),
-            "learner_version": np.int64(self._quantized_learner_version),
-        }
+        return {"version": np.int64(self.version)}
 
     def _resume_version(self, recorded: int) -> int:
+        """The newest version published that this role can trust: the policy table's message (verified) or its
+        resume record's (verified, or its local copy); it publishes only above it."""
         in_table = 0
         try:
             buf = self._policy_sub.latest()
             if buf is not None:  # only a message of this run counts: a forged one could claim any version
                 in_table = read_header(buf, key=self._key, stream=POLICY_STREAM).version
-        except (WeightMessageError, *REPLAY_ERRORS) as exc:  # an unreadable old message must not stop us
+        except WeightMessageError as exc:
+            self._reject("the current policy message", exc)
+        except REPLAY_ERRORS as exc:  # replay away: the record still holds what this role published
             log.warning("could not read the current policy message (%s)", exc)
+        if in_table >= COUNTER_LIMIT:
+            self._reject(
+                "the current policy message", MalformedMessageError(f"version {in_table} out of range")
+            )
+            in_table = 0
         version = max(in_table, recorded)
         if version:
             log.info(
@@ -156,32 +186,37 @@ class QuantizerRole(RoleBase):
             )
         return version
 
+    def _reject(self, what: str, exc: Exception) -> None:
+        self.rejected += 1
+        log.error("rejected %s: %s: %s", what, type(exc).__name__, exc)
+
     def step(self) -> None:
         # Replay restarting or unreachable: back off and poll again; give up (exit non-zero) after the budget.
-        answered, buf = self._outage.attempt(self._source.latest)
-        if not answered:
-            return
-        if buf is None:
+        try:
+            answered, buf = self._outage.attempt(self._source.latest)
+        except WeightMessageError as exc:  # not a message at all: junk in the learner table, rejected once
+            self._reject("learner message", exc)
             time.sleep(self.config.quantizer.poll_interval_s)
             return
-        if self._key is not None and bytes(buf[-TAG_BYTES:]) == self._handled_tag:
-            time.sleep(self.config.quantizer.poll_interval_s)  # the message handled last time, polled again
+        if not answered:
+            return
+        tag = bytes(buf[-TAG_BYTES:]) if buf is not None and buf.size >= TAG_BYTES else None
+        if buf is None or (self._key is not None and tag is not None and tag == self._handled_tag):
+            time.sleep(self.config.quantizer.poll_interval_s)  # nothing new, or the message handled last time
             return
         # Published, skipped or rejected, a message is handled once: polling it again re-verifies nothing, and a
         # forged one is counted and logged once, not on every poll.
-        tag = bytes(buf[-TAG_BYTES:])
+        self._handled_tag = tag
         try:
             header = read_header(buf, key=self._key, stream=LEARNER_STREAM)  # authenticated before decoding
-            if header.version <= self.learner_version:
-                self._handled_tag = tag
+            if policy_version(header.version) >= COUNTER_LIMIT:
+                raise MalformedMessageError(f"learner message version {header.version} out of range")
+            if policy_version(header.version) <= self.version:  # published already (or older)
                 time.sleep(self.config.quantizer.poll_interval_s)
                 return
             self.quantize_and_publish(buf)
-            self._handled_tag = tag
         except WeightMessageError as exc:
-            self._handled_tag = tag
-            self.rejected += 1
-            log.error("rejected learner message: %s: %s", type(exc).__name__, exc)
+            self._reject("learner message", exc)
             time.sleep(self.config.quantizer.poll_interval_s)
 
     @property
@@ -191,19 +226,19 @@ class QuantizerRole(RoleBase):
 
     def quantize_and_publish(self, buf) -> None:
         """Decode fp32 learner weights (``buf``, already authenticated by ``step``), map to torch keys, encode at
-        the actor's bits, sign, publish."""
+        the actor's bits as version :func:`policy_version` of the learner's, sign, publish."""
         t0 = time.perf_counter()
         learner_msg, state = learner_state(self.config, buf, self._torso)
         t1 = time.perf_counter()
+        version = policy_version(learner_msg.version)
         message = encode_policy(
-            self.config, state, version=self.version + 1, learner_step=learner_msg.learner_step, key=self._key
+            self.config, state, version=version, learner_step=learner_msg.learner_step, key=self._key
         )
         t2 = time.perf_counter()
         self._sink.publish(message)
         t3 = time.perf_counter()
-        self.version += 1
+        self.version = version
         self.learner_step = learner_msg.learner_step
-        self.learner_version = self._quantized_learner_version = learner_msg.version
         self.save_run_state()  # at once: a restart must continue above this version, on any host
         self.published += 1
         self.message_bytes = int(message.nbytes)

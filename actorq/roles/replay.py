@@ -3,7 +3,8 @@
 With ``replay.shards`` > 1 a run has one replay role per shard (:mod:`actorq.config.shards`): shard 0 is
 ``replay`` (weights and experience), shard k is ``replay_k`` (experience; its weight tables stay empty), each with its
 own port, run directory and checkpoints (``RUN_DIR/checkpoints/<label>``), which ``--resume`` restores shard by
-shard."""
+shard. Each checkpoint replay asks for is synced and kept until the next one is (:mod:`actorq.replay.checkpoints`);
+one that fails (a full disk) is warned about once per outage and counted, and replay keeps serving."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ import time
 from pathlib import Path
 
 from actorq.config import ExperimentConfig
+from actorq.durable import write_atomic
 from actorq.envs import make_environment
 from actorq.replay import make_server
+from actorq.replay.checkpoints import CheckpointError
+from actorq.replay.checkpoints import checkpoint as write_checkpoint
 from actorq.replay.shards import experience_counts
 from actorq.replay.tables import environment_spec_for
 from actorq.roles.base import RoleBase
@@ -45,7 +49,10 @@ class ReplayRole(RoleBase):
         self._last_checkpoint = time.monotonic()
         # What a restart restored from the checkpoint (fault tests compare it with the last checkpoint's sizes).
         log.info("replay serving on port %d with %s", self.port, self._sizes())
-        (self.dir / "port").write_text(str(self.port))
+        try:  # for people and tests; launchers read the port from the status record
+            write_atomic(self.dir / "port", str(self.port))
+        except OSError as exc:
+            self.disk.failed(exc, self.dir / "port")
         self._counts = {"size": 0, "inserts": 0, "samples": 0}
         self.publish_status()  # launchers wait for this record: replay serves from here on
 
@@ -68,7 +75,13 @@ class ReplayRole(RoleBase):
             return
         started = time.monotonic()
         before = self._sizes()
-        path = self._client.checkpoint()
+        try:
+            path = write_checkpoint(self._client, self._checkpoint_dir)
+        except CheckpointError as exc:
+            self._last_checkpoint = time.monotonic()  # tried again at the next period
+            self.disk.failed(exc, self._checkpoint_dir)
+            return
+        self.disk.succeeded()
         self._last_checkpoint = time.monotonic()
         # Inserts continue during the call: the snapshot's sizes lie between these two.
         log.info(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
+
+from actorq.durable import WriteOutage, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -14,13 +15,15 @@ class VersionRecord:
     """The last weight version a role installed or published, in a small JSON file that outlives the process, so
     a restarted role knows it (within a run: the file names the run id it belongs to, and another run's is ignored).
 
-    An actor uses it as the floor below which it never installs weights again, the quantizer as the version it must
-    continue above.
+    The learner keeps the version of its last published message in one, so a resumed learner's versions continue
+    above it.
     """
 
-    def __init__(self, path: str | Path, run_id: str):
+    def __init__(self, path: str | Path, run_id: str, outage: WriteOutage | None = None):
+        """``outage``: where failed writes are counted and warned about (once per outage); default: its own."""
         self.path = Path(path)
         self.run_id = run_id or "unsigned"
+        self._outage = outage or WriteOutage(str(self.path))
 
     def read(self, field: str = "version") -> int:
         """The recorded ``field`` for this run, or -1 (no file, another run's, unreadable)."""
@@ -37,11 +40,12 @@ class VersionRecord:
         return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
     def write(self, version: int, **extra: int) -> None:
-        """Record ``version`` and ``extra`` ints (atomically: a crash leaves the old record or the new one)."""
-        tmp = self.path.with_name(self.path.name + ".tmp")
+        """Record ``version`` and ``extra`` ints (atomically, and fsynced with its directory: a crash or a power loss
+        leaves the old record or the new one)."""
         fields = {k: int(v) for k, v in extra.items()}
         try:
-            tmp.write_text(json.dumps({"run_id": self.run_id, "version": int(version), **fields}))
-            os.replace(tmp, self.path)
+            write_atomic(self.path, json.dumps({"run_id": self.run_id, "version": int(version), **fields}))
         except OSError as exc:  # a full disk must not stop the role; it only weakens the restart guarantee
-            log.warning("could not record weights version %d in %s: %s", version, self.path, exc)
+            self._outage.failed(exc, self.path)
+        else:
+            self._outage.succeeded()

@@ -5,8 +5,9 @@ The attacker is what Reverb lets anyone who reaches the port be: a client that r
 it. Its messages are well formed with a valid crc32 (built by ``tests/messages.py``), so only the signature and
 the version rules stop them. The run publishes its policy once (``learner.publish_period`` is huge), so an actor's
 version changes only if a message is accepted, and a forged message left in the table is pulled over and over.
-One run takes, in order: an unsigned forgery, a message signed with another run's key, a replay of the run's own
-older message (after a quantizer restart published v2), and an actor restart with the old message in the table.
+One run takes, in order: an unsigned forgery, a message signed with another run's key, a quantizer restart (which
+publishes nothing new: its versions follow the learner's), a replay of the run's own older message once v2
+exists, and an actor restart with the old message in the table.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from actorq.config import save_config
-from actorq.quantize.signing import generate_key
+from actorq.quantize.signing import WeightsKey, generate_key
 from tests.conftest import tiny_config
 from tests.faults._helpers import ROOT, last, log_lines, role_pid, rows, stop_owned
 from tests.messages import rebuild, split
@@ -155,11 +156,19 @@ def test_forged_foreign_and_replayed_messages_are_rejected_by_live_actors(run):
             assert now["step"] > before[a]["step"] + 40, f"{a} stopped acting after the {kind} message"
             assert log_lines(run_dir, a, rf"UnauthenticatedMessageError: [^\n]*{logged}"), (kind, a)
 
-    # 3. The run's own v1, replayed after v2 exists. A quantizer restart publishes v2 (the same learner weights,
-    # re-signed); the forged message in the table does not make it jump to version 10^9 + 1.
+    # 3. A quantizer restart: its versions follow the learner's, which published once (v1 holds those weights), so
+    # it publishes nothing new, and the forged message in the table does not make it jump to version 10^9 + 1.
     quantizer = role_pid(proc.pid, "quantizer")
     started.add(quantizer)
     os.kill(quantizer, signal.SIGKILL)
+    wait_until(
+        lambda: log_lines(run_dir, "quantizer", r"continuing versions above v1 "), 120, "the quantizer back"
+    )
+    # Then the run's own v1, replayed after v2 exists (v2: the same weights re-signed here with the run's key, as
+    # the quantizer signs its next message).
+    header, payload = split(v1)
+    header["version"] = 2
+    attacker.insert(rebuild(header, payload, WeightsKey(bytes.fromhex(key_hex))))
     wait_until(lambda: all(last(run_dir, a, "weights_version") == 2 for a in ACTORS), 120, "actors on v2")
     v2 = attacker.capture()
     assert split(v2)[0]["version"] == 2

@@ -60,7 +60,7 @@ def test_tag_is_hmac_sha256_with_the_derived_stream_key():
     assert sign(TEST_KEY, POLICY_STREAM, data) != sign(TEST_KEY, LEARNER_STREAM, data)
     assert verify(TEST_KEY, POLICY_STREAM, memoryview(data), sign(TEST_KEY, POLICY_STREAM, data))
     assert not verify(TEST_KEY, POLICY_STREAM, data + b"!", sign(TEST_KEY, POLICY_STREAM, data))
-    with pytest.raises(ValueError, match="unknown weight stream"):
+    with pytest.raises(ValueError, match="unknown stream"):
         sign(TEST_KEY, "experience", data)
 
 

@@ -154,6 +154,7 @@ def test_no_budget_never_gives_up_and_no_wait_does_not_sleep() -> None:
 # libraries, and kernels from foreign engines that are rejected, not fatal, when they fail.
 BOUNDARIES = {
     "actorq/algorithms/__init__.py",  # a plugin's entry point that fails to load: logged, named when asked for
+    "actorq/actors/actor.py",  # the async weight updater thread: logged and counted, it never dies of an error
     "actorq/actors/kernels/select.py",  # a kernel engine that cannot build: recorded in the selection's errors
     "actorq/actors/kernels/verify.py",  # a kernel that cannot run the probes: recorded in its Check
     "actorq/envs/__init__.py",  # a user's environment constructor that fails: one error line naming it, exit 2
@@ -161,6 +162,7 @@ BOUNDARIES = {
     "actorq/measure/actors_worker.py",  # starting the worker pool: whatever fails stops the workers started, re-raised
     "actorq/bench/netns.py",  # building namespace hosts: whatever fails (Ctrl-C too) removes what was made, re-raised
     "actorq/measure/protocol.py",  # a bench worker's command: logged and reported to the bench
+    "actorq/metrics.py",  # TensorBoard's record writer, optional: any error warned once per outage, counted, reopened
     "actorq/launchers/energy.py",  # codecarbon, optional: logged, energy recorded as unavailable
     "actorq/experiments/experiment.py",  # writing one run's record: logged, a rerun writes it, the grid goes on
     "actorq/launchers/ray_placement.py",  # calls into a cluster whose actors may be dead or gone: logged
@@ -168,6 +170,7 @@ BOUNDARIES = {
     "actorq/launchers/ray_starts.py",  # the start log, an actor on a node that may be gone: counts become unknown  # a Ray worker process's role: logged in its own log, Ray reports it dead
     "actorq/launchers/inprocess.py",  # a role's thread: logged, ends the run
     "actorq/launchers/supervisor.py",  # the run's supervisor: logged, ends the run
+    "actorq/replay/checkpoints.py",  # Reverb's checkpoint call (a full disk is an IndexError): replay carries on
     "actorq/replay/run_state.py",  # the resume record's reading thread: handed to the caller, who raises it
     "actorq/replay/weights.py",  # the sampler thread: handed to the caller, who raises it
     "actorq/roles/host.py",  # a role's loop, its last flush at a blocked stop, a role process's start: logged

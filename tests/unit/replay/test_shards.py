@@ -115,7 +115,12 @@ def test_every_shard_checkpoints_and_restores(tmp_path):
         prefill(role.server.localhost_client(), config, size, seed=role.shard)
         role.checkpoint()
         role.server.stop()
-    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["replay", "replay_1"]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
+        "replay",
+        "replay.kept",  # each checkpoint replay completed, kept until the next one is
+        "replay_1",
+        "replay_1.kept",
+    ]
     restored = [ReplayRole(config, tmp_path, shard=k) for k in sizes]
     try:
         counts = [experience_counts(role.server.localhost_client())["size"] for role in restored]

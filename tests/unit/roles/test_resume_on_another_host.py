@@ -15,7 +15,7 @@ from actorq.quantize.codec import encode_message
 from actorq.quantize.signing import LEARNER_STREAM
 from actorq.replay import LEARNER_WEIGHTS_TABLE, POLICY_TABLE, ReverbWeightPublisher
 from actorq.replay.client import new_client
-from actorq.replay.run_state import RunStateError, RunStateStore
+from actorq.replay.run_state import RunStateStore
 from actorq.roles.actor import ActorRole
 from actorq.roles.evaluator import EvaluatorRole
 from actorq.roles.quantizer import QuantizerRole
@@ -138,19 +138,19 @@ def test_a_quantizer_restarted_on_another_host_continues_its_versions(replay, tm
     for version in (4, 7):
         learner.publish(_learner_message(config, version))
         first.step()
-    assert (first.version, first.learner_version) == (2, 7)
+    assert (first.version, first.published) == (8, 2)  # the learner message's version + 1
     first.close()
-    # The policy table is emptied (a replay restored from an older checkpoint): only the record knows v2.
+    # The policy table is emptied (a replay restored from an older checkpoint): only the record knows v8.
     new_client(address).reset(POLICY_TABLE)
     second = QuantizerRole(config, _host(tmp_path, "b"), address, connect_timeout_s=10, weights_key=TEST_KEY)
     try:
-        assert second.version == 2
+        assert second.version == 8
         learner.publish(_learner_message(config, 4))  # older than the last one quantized: refused
         second.step()
         assert second.published == 0
         learner.publish(_learner_message(config, 8))
         second.step()
-        assert (second.published, second.version) == (1, 3)
+        assert (second.published, second.version) == (1, 9)
     finally:
         second.close()
 
@@ -171,16 +171,19 @@ def test_an_evaluator_restarted_on_another_host_keeps_its_history(replay, tmp_pa
         second.close()
 
 
-def test_a_record_of_another_kind_stops_the_role_with_what_differs(replay, tmp_path):
+def test_a_record_of_another_kind_is_rejected_and_the_role_starts_afresh(replay, tmp_path):
     config, address, _ = replay
-    # What another version might have stored for actor_0: its steps as a float.
-    RunStateStore(new_client(address), "actor_0", TEST_KEY.run_id_hex).write(
+    # What another version might have stored for actor_0 (signed with this run's key): its steps as a float.
+    RunStateStore(new_client(address), "actor_0", TEST_KEY).write(
         {"steps": np.float64(10), "episodes": np.int64(1), "weights_floor": np.int64(3)}
     )
-    with pytest.raises(RunStateError, match=r"field steps is float64\[0-d\], expected int64\[0-d\]"):
-        ActorRole(
-            config, _host(tmp_path, "a"), address, actor_id=0, connect_timeout_s=10, weights_key=TEST_KEY
-        )
+    role = ActorRole(
+        config, _host(tmp_path, "a"), address, actor_id=0, connect_timeout_s=10, weights_key=TEST_KEY
+    )
+    try:
+        assert (role.steps, role.actor.weights.floor, role.actor.weights.rejected) == (0, -1, 1)
+    finally:
+        _close_actor(role)
 
 
 def test_an_actor_of_a_resumed_run_continues_from_the_replay_checkpoint(reverb_server, tmp_path):
