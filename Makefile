@@ -144,7 +144,7 @@ test-avx2: $(STAMP)
 	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
 	  echo "==> kernel and parity tests again with ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2"; \
 	  ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 $(PY) -m pytest $(XDIST) \
-	    tests/unit/actors tests/unit/networks/test_parity.py $(PYTEST_ARGS); \
+	    tests/unit/actors tests/unit/networks/test_parity.py tests/unit/networks/test_conv_parity.py $(PYTEST_ARGS); \
 	else \
 	  echo "==> no AVX512 on this CPU: the run above already tested the AVX2 kernels"; \
 	fi

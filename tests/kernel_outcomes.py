@@ -63,6 +63,16 @@ def may_fail_verification(name: str) -> bool:
     return engine == "oneDNN" and os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ONEDNN_WITHOUT_VNNI
 
 
+def applies(selection: Selection, name: str) -> bool:
+    """Whether ``name`` was a candidate for the selection's network: a kernel left out is one that differs from
+    another only in layers this network does not have (``Kernel.inapplicable``: the conv-only kernels on an MLP)."""
+    if name not in selection.not_applicable:
+        return True
+    assert "no convolutions" in selection.not_applicable[name], selection.not_applicable[name]
+    assert name not in selection.order and name not in {r["kernel"] for r in selection.rejected}
+    return False
+
+
 def check_available(selection: Selection, name: str) -> None:
     """Fail (not skip) when the pinned install cannot build ``name`` (ONNX Runtime missing, a torch engine gone)."""
     if name in selection.unavailable:

@@ -35,7 +35,7 @@ from actorq.actors.kernels import (
     verify,
 )
 from actorq.actors.kernels.verify import reference_outputs
-from actorq.networks.mapping import torch_state_shapes
+from actorq.algorithms.torso import Torso
 from actorq.quantize.codec import (
     EncodedTensor,
     MissingTensorError,
@@ -79,9 +79,12 @@ class ActorPolicy:
             :data:`actorq.config.KERNELS`), which must verify.
         batch: Rows per forward the actor will run (the timing and the check use it).
         use_cache: Reuse (and record) the kernel choice in the kernel cache.
-        obs_shape: Shape of one observation as the environment gives it (default ``(obs_dim,)``); frames (e.g.
-            ``(10, 10, 4)`` uint8) are cast to float32 and flattened to ``obs_dim`` values before the MLP, as
-            the learner's networks do.
+        obs_shape: Shape of one observation as the environment gives it (default: the torso's, else
+            ``(obs_dim,)``); for an MLP, frames (e.g. ``(10, 10, 4)`` uint8) are cast to float32 and flattened to
+            ``obs_dim`` values before it, as the learner's networks do.
+        torso: What reads the observation (:mod:`actorq.algorithms.torso`); None: an MLP on the flattened
+            observation. A conv torso takes ``[B, *obs_shape]`` images (uint8 frames stay uint8: the network
+            divides them by 255).
 
     Raises:
         ValueError: Unknown algorithm, precision or kernel name.
@@ -102,11 +105,18 @@ class ActorPolicy:
         batch: int = 1,
         use_cache: bool = True,
         obs_shape: tuple[int, ...] | None = None,
+        torso: Torso | None = None,
     ):
-        self.obs_shape = tuple(int(d) for d in obs_shape) if obs_shape is not None else (int(obs_dim),)
-        if int(np.prod(self.obs_shape)) != int(obs_dim):
-            raise ValueError(f"obs_shape {self.obs_shape} does not hold obs_dim={obs_dim} values")
-        self.spec = PolicySpec.build(algorithm, obs_dim, out_dim, layers, action_low, action_high, threads)
+        image = torso if torso is not None and torso.is_conv else None
+        default = image.obs_shape if image is not None else (int(obs_dim),)
+        self.obs_shape = tuple(int(d) for d in obs_shape) if obs_shape is not None else default
+        if int(np.prod(self.obs_shape)) != int(obs_dim) or (image is not None and self.obs_shape != default):
+            raise ValueError(
+                f"obs_shape {self.obs_shape} does not hold obs_dim={obs_dim} values (torso: {torso})"
+            )
+        self.spec = PolicySpec.build(
+            algorithm, obs_dim, out_dim, layers, action_low, action_high, threads, torso
+        )
         self.algorithm = algorithm
         self.obs_dim, self.out_dim, self.layers = self.spec.obs_dim, self.spec.out_dim, self.spec.layers
         self.batch = max(int(batch), 1)
@@ -114,7 +124,7 @@ class ActorPolicy:
             self.spec, precision, self.batch, kernel or "auto", use_cache=use_cache
         )
         self._fixed = (kernel or "auto") != "auto"
-        self._expected = torch_state_shapes(algorithm, self.obs_dim, self.out_dim, self.layers)
+        self._expected = self.spec.state_shapes()
         self._lock = threading.Lock()
         self._token = id(self)
         self._checked_real = False
@@ -152,7 +162,8 @@ class ActorPolicy:
 
         Args:
             obs: One observation (``obs_shape``) or a batch (``[B, *obs_shape]``), any numeric dtype (frames are
-                uint8); cast to float32 and flattened to ``[B, obs_dim]``.
+                uint8); for an MLP cast to float32 and flattened to ``[B, obs_dim]``, for a conv torso kept in
+                shape and cast to its input dtype (uint8 for pixels).
 
         Returns:
             ``[out_dim]`` or ``[B, out_dim]`` float32.
@@ -164,7 +175,11 @@ class ActorPolicy:
                 f"expected observations {list(self.obs_shape)} or [B, *{list(self.obs_shape)}] "
                 f"(obs_dim={self.obs_dim}), got {x.shape}"
             )
-        x = x.astype(np.float32, copy=False).reshape(1 if single else x.shape[0], self.obs_dim)
+        rows = 1 if single else x.shape[0]
+        if self.spec.image is None:
+            x = x.astype(np.float32, copy=False).reshape(rows, self.obs_dim)
+        else:
+            x = x.astype(self.spec.input_dtype, copy=False).reshape(rows, *self.obs_shape)
         if not (x.flags.c_contiguous and x.flags.writeable):
             x = np.array(x, order="C")  # torch.from_numpy warns on read-only arrays
         with self._lock:

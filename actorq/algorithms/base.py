@@ -19,6 +19,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from actorq.algorithms.torso import MLP, Torso, conv_rows, resolve
+
 
 @dataclass(frozen=True)
 class Ref:
@@ -124,13 +126,36 @@ class Algorithm(abc.ABC):
     """The TF network builder the learner builder uses (Acme's networks with stable variable names)."""
     torch_policy: ClassVar[Ref]
     """``make(obs_dim, out_dim, layers, action_low, action_high) -> torch.nn.Module``, the fp32 twin of the TF
-    policy (torch; resolved only by actors)."""
+    policy (torch; resolved only by actors); called with ``torso=`` (a conv :class:`Torso`) too when the
+    algorithm has one in :attr:`torsos`."""
     verification_bounds: ClassVar[dict[str, float]]
     """Largest error :meth:`verify` accepts per precision (``fp32``, ``fp16``, ``int8``)."""
     checkpoint_policy: ClassVar[str] = "policy"
     """The name its learner builder saves the online policy (or Q-network) under in the learner checkpoint (a key of
     the ``objects_to_save`` it gives :class:`actorq.learners.AcmeLearner`): where ``actorq evaluate`` and ``actorq
     export`` read a trained run's weights (:mod:`actorq.learners.checkpoint`)."""
+    torsos: ClassVar[tuple[str, ...]] = (MLP,)
+    """The torsos (:mod:`actorq.algorithms.torso`) its networks can be built with, the default first; ``network.
+    torso`` must be one of them or ``auto``. An algorithm with a conv torso builds it in its TF networks (Sonnet
+    ``conv_{i}`` modules under its scope, as :func:`~actorq.algorithms.torso.conv_rows` names them) and its torch
+    policy (``conv.{i}`` modules), and its ``torch_policy`` factory takes ``torso=``."""
+
+    def torso(self, requested: str, obs_shape: tuple[int, ...], obs_dtype: Any) -> Torso:
+        """The torso for ``network.torso=requested`` on this task's observations (see
+        :func:`actorq.algorithms.torso.resolve`; ValueError naming ``network.torso`` when it can't be built)."""
+        return resolve(requested, obs_shape, obs_dtype, self.name, self.torsos)
+
+    def torso_rows(self, torso: Torso, prefix: str) -> list[tuple[str, str, bool]]:
+        """The TF -> torch mapping rows of the torso's variables (none for ``mlp``), before :meth:`mapping_rows`.
+
+        Raises:
+            ValueError: The algorithm has no such torso.
+        """
+        if torso.kind not in self.torsos:
+            raise ValueError(
+                f"algorithm {self.name} has no {torso.kind} torso (it has: {', '.join(self.torsos)})"
+            )
+        return conv_rows(torso, prefix)
 
     def settings(self, config: Any) -> Any:
         """This algorithm's section (:attr:`section`) of an experiment config; its defaults when the config has none.

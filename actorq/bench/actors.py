@@ -137,7 +137,10 @@ def _main(args: argparse.Namespace) -> int:
     records = run_bench(config, variants, args.actors, args.seconds, args.repeats, args.fresh)
     rows = summarize(records)
     notes = amdahl_notes(rows)
-    notes += batching_notes(rows, reference_state(config), max(config.network.policy_layers))
+    from actorq.roles.torso import run_torso
+
+    conv_macs = sum(run_torso(config).multiply_adds())
+    notes += batching_notes(rows, reference_state(config), max(config.network.policy_layers), conv_macs)
     meta = {**common_meta(args, config), "envs_per_actor": envs}
     sys.stdout.write(format_table(rows) + "\n" + "\n".join(notes) + "\n" + cpu_line(meta["machine"]) + "\n")
     if args.json_path:

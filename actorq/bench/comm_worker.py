@@ -70,11 +70,12 @@ def learner_variables(config, seed: int = 0) -> dict[str, Any]:
     """The policy's initial weights as the learner publishes them: under their TensorFlow names, in TF's layout
     (the inverse of :func:`actorq.networks.mapping.tf_to_torch_state`)."""
     from actorq.measure.actors_worker import reference_state
-    from actorq.networks.mapping import mapping_table
+    from actorq.networks.mapping import torch_to_tf_state
+    from actorq.roles.torso import run_torso
 
     state = reference_state(config, seed)
-    rows = mapping_table(config.algorithm, tuple(config.network.policy_layers))
-    return {tf: (state[key].T.copy() if transpose else state[key]) for tf, key, transpose in rows}
+    torso = run_torso(config)
+    return torch_to_tf_state(config.algorithm, state, tuple(config.network.policy_layers), torso=torso)
 
 
 class Publisher:

@@ -74,7 +74,9 @@ def gemm_rate_gmacs(precision: str, batch: int, width: int, seconds: float = 0.3
     return batch * width * width / float(np.median(times)) / 1e9
 
 
-def batching_notes(rows: list[dict[str, Any]], state: dict[str, np.ndarray], width: int) -> list[str]:
+def batching_notes(
+    rows: list[dict[str, Any]], state: dict[str, np.ndarray], width: int, conv_macs: int = 0
+) -> list[str]:
     """Add each N>1 row's inference floor (``inference_floor_ms``, ``inference_floor_vs_one_env``,
     ``gemm_gmacs``) and the env steps/s bound it implies (``steps_bound_vs_one_env``); one note per such row.
 
@@ -82,8 +84,10 @@ def batching_notes(rows: list[dict[str, Any]], state: dict[str, np.ndarray], wid
         rows: :func:`actorq.bench.actors_summary.summarize` rows.
         state: The policy's weights (its multiply-adds per sample are the sum of its matrices' sizes).
         width: The policy's widest hidden layer.
+        conv_macs: Multiply-adds of a conv torso per sample (its weights are reused at every output position, so
+            their sizes don't count them; ``Torso.multiply_adds``), timed at the same GEMM rate.
     """
-    macs = sum(int(v.size) for v in state.values() if v.ndim == 2)
+    macs = sum(int(v.size) for v in state.values() if v.ndim == 2) + int(conv_macs)
     notes = []
     for row in rows:
         one = _one_env_row(rows, row)

@@ -1,10 +1,12 @@
 """``actorq bench policy``: every actor kernel on this machine: verified or rejected, its speed, its update cost.
 
-For a large policy (D4PG 3x2048, obs 24, act 6: the ActorQ paper's size) and a small one (DQN 2x256, obs 4,
-2 actions):
+For a large policy (D4PG 3x2048, obs 24, act 6: the ActorQ paper's size), a small one (DQN 2x256, obs 4,
+2 actions) and the Atari conv policy (DQN's Nature CNN on 84x84x4 uint8 frames, dense 512, 6 actions; ``--policy``
+picks some):
 
 * every registered kernel (:mod:`actorq.actors.kernels`) is verified against fp32 on the full-range probe, as an
-  actor does at start: ``verified``, ``rejected`` (with the measured error) or ``unavailable`` (with why);
+  actor does at start: ``verified``, ``rejected`` (with the measured error), ``unavailable`` (with why) or ``n/a``
+  (a conv-only kernel on an MLP);
 * forward latency of each verified kernel at batch 1/8/64 on one thread (``ActorPolicy.__call__``, numpy in
   and out, as an actor calls it). Repeats interleave the kernels in a rotating order, so machine drift and
   neighbours' load hit all alike; each visit starts with one untimed call (the steady state an actor running one
@@ -20,8 +22,11 @@ For a large policy (D4PG 3x2048, obs 24, act 6: the ActorQ paper's size) and a s
 * the weight message at the precision's natural comm width (fp32 -> 32 bits, fp16 -> 16, int8 -> 8, plus int8
   fed 4-bit messages) in bytes, and the update cost: ``decode_message`` + ``prepare`` + ``install`` (median ms;
   ``install_ms`` is what the acting thread pays when the kernel prepares off-thread);
-* which kernel an actor would choose per precision (fastest verified at batch 1) and for ``auto`` (fp32 unless
-  another precision is faster by more than 3%), and the CPU (model, flags, caches, bandwidth) it all ran on.
+* which kernel an actor would choose per precision (fastest verified at batch 1, and at batch 8 among those
+  that verify at batch 8 too: ``actor.envs_per_actor`` 8) and for ``auto`` (fp32 unless another precision is
+  faster by more than 3%), and the CPU (model, flags, caches, bandwidth) it all ran on;
+* for a conv policy, each layer's time per kernel at batch 1 and 8 (:mod:`actorq.bench.policy_layers`):
+  whether a precision's gain comes from the convolutions' arithmetic or the 3136x512 dense layer's weight stream.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from actorq.bench.policy_layers import LAYER_BATCHES, format_layers, layer_records
 from actorq.config import BYTES_PER_WEIGHT
 from actorq.hardware import cpu_summary, hardware_record, read_bandwidth_gbs
 from actorq.measure.common import interleave, write_json
@@ -56,11 +62,31 @@ class PolicyShape:
     obs_dim: int
     out_dim: int
     layers: tuple[int, ...]
+    image: tuple[int, ...] = ()
+    """uint8 frames' shape for the Nature CNN torso (empty: an MLP on ``obs_dim`` floats)."""
+
+    def torso(self) -> Any:
+        """The conv torso, None for an MLP."""
+        from actorq.algorithms.torso import NATURE_CNN, Torso
+
+        return Torso(NATURE_CNN, self.image, pixels=True) if self.image else None
+
+    def spec(self) -> Any:
+        from actorq.actors.kernels import PolicySpec
+
+        return PolicySpec.build(self.algorithm, self.obs_dim, self.out_dim, self.layers, torso=self.torso())
+
+    def inputs(self, rng: np.random.Generator, batch: int) -> np.ndarray:
+        """``batch`` observations as an actor passes them: uint8 frames, or N(0, 1) floats."""
+        if self.image:
+            return rng.integers(0, 256, (batch, *self.image), dtype=np.uint8)
+        return rng.standard_normal((batch, self.obs_dim)).astype(np.float32)
 
 
 POLICIES = (
     PolicyShape("3x2048", "d4pg", 24, 6, (2048, 2048, 2048)),
     PolicyShape("2x256", "dqn", 4, 2, (256, 256)),
+    PolicyShape("atari", "dqn", 84 * 84 * 4, 6, (512,), image=(84, 84, 4)),
 )
 
 
@@ -68,10 +94,8 @@ def _reference_state(shape: PolicyShape, seed: int) -> dict[str, np.ndarray]:
     """Float weights shaped like a trained policy's: torch default init, random biases and LayerNorm."""
     import torch
 
-    from actorq.actors.kernels import PolicySpec
-
     torch.manual_seed(seed)
-    model = PolicySpec.build(shape.algorithm, shape.obs_dim, shape.out_dim, shape.layers).float_model()
+    model = shape.spec().float_model()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("bias"):
@@ -88,20 +112,22 @@ def _percentiles_us(samples: list[float]) -> tuple[float, float, float]:
 
 def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
     """Verify, time and cost every kernel for one policy shape."""
-    from actorq.actors.kernels import PolicySpec, select_kernel
+    from actorq.actors.kernels import select_kernel
     from actorq.actors.kernels.select import _choose
     from actorq.actors.policy import ActorPolicy
     from actorq.quantize.codec import decode_message, encode_message
 
     reps, calls, budget_s, update_reps = (5, 20, 0.015, 3) if quick else (20, 50, 0.06, 10)
-    spec = PolicySpec.build(shape.algorithm, shape.obs_dim, shape.out_dim, shape.layers)
+    spec = shape.spec()
     _, survey = select_kernel(spec, "auto", use_cache=False, budget_s=0.1)
+    # The kernels that verify at envs_per_actor 8 too (exactness may depend on the batch's GEMM path).
+    _, survey8 = select_kernel(spec, "auto", batch=8, use_cache=False, budget_s=0.02)
     state = _reference_state(shape, seed=0)
     policies: dict[str, ActorPolicy] = {}
     messages: dict[tuple[str, int], np.ndarray] = {}
     for name in survey.order:
         precision, kernel = name.split("/")
-        policy = ActorPolicy(*_args(shape), precision, kernel=kernel, use_cache=False)
+        policy = ActorPolicy(*_args(shape), precision, kernel=kernel, use_cache=False, torso=shape.torso())
         for bits in NATURAL_BITS[precision]:
             messages[(name, bits)] = encode_message(
                 state, version=1, learner_step=0, precision=precision, comm_bits=bits
@@ -126,7 +152,7 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
 
     # Forward latency: every (kernel, batch) cell once per repeat, in a rotating order.
     rng = np.random.default_rng(0)
-    inputs = {b: rng.standard_normal((b, shape.obs_dim)).astype(np.float32) for b in BATCHES}
+    inputs: dict[Any, np.ndarray] = {b: shape.inputs(rng, b) for b in BATCHES}
     inputs[COLD] = inputs[1]
     evict = np.zeros(EVICT_BYTES, np.uint8)
     cells = [(name, b) for name in policies for b in (*BATCHES, COLD)]
@@ -148,21 +174,28 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
             if t0 - start > budget_s:
                 break
 
+    tensors = {n: decode_message(messages[(n, NATURAL_BITS[n.split("/")[0]][0])]).tensors for n in policies}
     weights = spec.weight_count()
     bandwidth = {p: read_bandwidth_gbs(weights * nb) for p, nb in BYTES_PER_WEIGHT.items()}
     dram_gbs = read_bandwidth_gbs(EVICT_BYTES)  # the cold calls' floor: every weight byte from DRAM
-    batch1 = {name: _percentiles_us(samples[(name, 1)])[0] for name in policies}
-    chosen = {
-        p: min((n for n in batch1 if n.startswith(f"{p}/")), key=batch1.get, default=None)
-        for p in BYTES_PER_WEIGHT
-    }
-    chosen["auto"] = _choose(batch1, "auto")[0] if batch1 else None
+    chosen_by_batch = {}
+    for batch, verified in ((1, survey.order), (8, survey8.order)):
+        times = {name: _percentiles_us(samples[(name, batch)])[0] for name in policies if name in verified}
+        chosen_by_batch[batch] = {
+            p: min((n for n in times if n.startswith(f"{p}/")), key=times.get, default=None)
+            for p in BYTES_PER_WEIGHT
+        }
+        chosen_by_batch[batch]["auto"] = _choose(times, "auto")[0] if times else None
+    chosen = chosen_by_batch[1]
     records: list[dict[str, Any]] = []
     for name in [c for c in _all_names()]:
         precision = name.split("/")[0]
         base = {"policy": shape.name, "algorithm": shape.algorithm, "kernel": name, "precision": precision}
         if name in survey.unavailable:
             records.append({**base, "status": "unavailable", "reason": survey.unavailable[name]})
+            continue
+        if name in survey.not_applicable:
+            records.append({**base, "status": "n/a", "reason": survey.not_applicable[name]})
             continue
         if name not in policies:
             reason = next((r["reason"] for r in survey.rejected if r["kernel"] == name), "")
@@ -181,6 +214,7 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
                         "error": survey.errors.get(name),
                         "chosen": chosen[precision] == name,
                         "chosen_auto": chosen["auto"] == name,
+                        "verified_at_8": name in survey8.order,
                         "batch": 1 if b == COLD else b,
                         "cold": b == COLD,
                         "forward_us": round(med, 1),
@@ -203,8 +237,13 @@ def _bench_shape(shape: PolicyShape, quick: bool) -> dict[str, Any]:
         "policy": shape.name,
         "weights": weights,
         "chosen": chosen,
+        "chosen_by_batch": chosen_by_batch,
+        "rejected_at_8": {r["kernel"]: r["reason"] for r in survey8.rejected},
         "read_gbs": {p: round(v, 2) for p, v in bandwidth.items()},
         "records": records,
+        "layers": layer_records(policies, {b: inputs[b] for b in LAYER_BATCHES}, quick, tensors)
+        if shape.image
+        else [],
     }
 
 
@@ -218,16 +257,17 @@ def _all_names() -> list[str]:
     return [c.name for c in CANDIDATES]
 
 
-def run_policy_bench(quick: bool, json_path: str | None) -> dict[str, Any]:
+def run_policy_bench(quick: bool, json_path: str | None, policies: list[str] | None = None) -> dict[str, Any]:
     """Measure every kernel for each policy shape; see the module docstring.
 
     Args:
         quick: Fewer repeats (about a minute); the full run repeats ~4x more.
         json_path: Where to write the result as JSON (None: don't write).
+        policies: Names of the :data:`POLICIES` to measure (None: all).
 
     Returns:
         ``{"hardware": {...}, "policies": [{"policy", "weights", "chosen": {precision|auto: kernel},
-        "read_gbs", "records": [...]}]}``; a record per kernel (``status`` verified / rejected / unavailable)
+        "read_gbs", "records": [...]}]}``; a record per kernel (``status`` verified / rejected / unavailable / n/a)
         and, for verified ones, per comm width and batch.
     """
     import torch
@@ -237,7 +277,9 @@ def run_policy_bench(quick: bool, json_path: str | None) -> dict[str, Any]:
     result = {
         "hardware": hardware_record(),
         "torch": torch.__version__,
-        "policies": [_bench_shape(shape, quick) for shape in POLICIES],
+        "policies": [
+            _bench_shape(shape, quick) for shape in POLICIES if not policies or shape.name in policies
+        ],
     }
     logger.info("policy bench results:\n%s", format_table(result))
     if json_path:
@@ -284,13 +326,17 @@ def format_table(result: dict[str, Any]) -> str:
                 f"{r['forward_us']:>8.1f} {speed:>6.2f} {floor} {r['update_ms']:>9.2f} "
                 f"{r['install_ms'] * 1e3:>10.1f} {r['message_bytes']:>10d} {marks}"
             )
-        chosen = ", ".join(f"{p}: {k}" for p, k in shape["chosen"].items())
-        lines.append(f"chosen at batch 1 ({shape['policy']}): {chosen}")
+        for batch, choice in shape.get("chosen_by_batch", {1: shape["chosen"]}).items():
+            chosen = ", ".join(f"{p}: {k}" for p, k in choice.items())
+            lines.append(f"chosen at batch {batch} ({shape['policy']}): {chosen}")
+        for kernel, reason in shape.get("rejected_at_8", {}).items():
+            lines.append(f"rejected at batch 8: {kernel}: {reason}")
+        lines += format_layers(shape.get("layers", []), shape["policy"])
     return "\n".join(lines)
 
 
 def _main(args: argparse.Namespace) -> int:
-    result = run_policy_bench(quick=args.quick, json_path=args.json_path)
+    result = run_policy_bench(quick=args.quick, json_path=args.json_path, policies=args.policies)
     sys.stdout.write(format_table(result) + "\n")
     return 0
 
@@ -305,6 +351,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true", help="fewer repeats (about a minute)")
     parser.add_argument(
         "--json", dest="json_path", metavar="PATH", default=None, help="write the result as JSON"
+    )
+    parser.add_argument(
+        "--policy",
+        dest="policies",
+        action="append",
+        choices=[shape.name for shape in POLICIES],
+        help="measure only this policy (repeatable; default: all): 3x2048 (D4PG), 2x256 (DQN), atari (DQN, "
+        "Nature CNN on 84x84x4 frames, per-layer times)",
     )
     parser.set_defaults(func=_main)
     return parser

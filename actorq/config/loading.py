@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from actorq import algorithms
+from actorq.algorithms.torso import TORSOS
 from actorq.config.schema import (
     COMM_BITS,
     KERNELS,
@@ -216,6 +217,13 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
     if not 0 <= config.replay.port <= 65535:
         raise ConfigError(
             f"replay.port={config.replay.port} must be 0 (pick a free one) or a port up to 65535"
+        )
+    choice("network.torso", config.network.torso, TORSOS)
+    supported = algorithms.get(config.algorithm).torsos
+    if config.network.torso not in ("auto", *supported):
+        raise ConfigError(
+            f"network.torso={config.network.torso}: algorithm {config.algorithm} has no such torso (it has: "
+            f"{', '.join(supported)}); use network.torso=auto or {supported[0]}"
         )
     widths = config.network.policy_layers
     if not widths or any(w <= 0 for w in widths):

@@ -18,7 +18,7 @@ BYTES_PER_WEIGHT = {"fp32": 4, "fp16": 2, "int8": 1}
 KERNELS = {
     "fp32": ("torch", "ort"),
     "fp16": ("fbgemm", "half"),
-    "int8": ("ort-u8", "ort-s8r", "ort-s8", "fbgemm", "x86", "onednn", "qnnpack", "intmm"),
+    "int8": ("ort-u8", "ort-s8r", "ort-s8r-f32conv", "ort-s8", "fbgemm", "x86", "onednn", "qnnpack", "intmm"),
 }
 """Actor inference kernels per precision (``actorq.actors.kernels`` implements them). ``actor.kernel: auto``
 verifies each against fp32 on the machine that runs the actor and uses the fastest that passes."""
@@ -59,7 +59,13 @@ class EnvConfig:
 class NetworkConfig:
     policy_layers: tuple[int, ...] = (2048, 2048, 2048)
     """Hidden widths of the actors' policy (a policy or Q-network, per algorithm). The ActorQ paper used 3 x 2048.
-    An algorithm's other networks (a critic) are sized in its own section."""
+    An algorithm's other networks (a critic) are sized in its own section. With a conv torso these are the dense
+    layers after it (the Nature DQN network: [512])."""
+    torso: str = "auto"
+    """What reads the observation before the dense layers (``actorq.algorithms.torso``): ``mlp`` (the flattened
+    observation), ``nature_cnn`` (the Nature DQN convolutions, for image observations: rank 3, HWC or CHW, uint8
+    frames divided by 255 inside the network; algorithms with a conv torso only: dqn), or ``auto`` (nature_cnn
+    for image observations when the algorithm has it, mlp otherwise)."""
 
 
 @dataclass(frozen=True)

@@ -282,13 +282,15 @@ class Experiment:
 def cmd_experiment(args: argparse.Namespace) -> int:
     """Validate everything first (no process starts on bad input), then run the plan."""
     from actorq.envs import check_task
+    from actorq.roles.torso import run_torso
 
     args.precisions = check_plan_arguments(args)
     args.seed_list = list(range(args.first_seed, args.first_seed + args.seeds))
     config = load_config(args.config, args.overrides)
     args.config_max_minutes = config.max_minutes
     for precision in args.precisions:  # every run's config must be valid before the first starts
-        check_task(replace(config, **{"actor.precision": precision}))
+        spec = check_task(replace(config, **{"actor.precision": precision}))
+    run_torso(config, spec)  # network.torso must read the task's observations
     sweeps = plan_sweeps(args.config, args.overrides, args.sweep)
     runs = plan_runs(args.precisions, args.seed_list, sweeps, args.order_seed)
     args.frozen_identity = prereg.identity(args.frozen) if args.frozen else None

@@ -81,6 +81,7 @@ def check_new_run_dir(run_dir: Path) -> None:
 def resolve_train_config(args: argparse.Namespace):
     """The config a train command means: file (or a resumed run's), ``key=value`` overrides, then flags."""
     from actorq.envs import check_task
+    from actorq.roles.torso import run_torso
 
     if args.resume:
         run_dir = Path(args.resume)
@@ -104,7 +105,8 @@ def resolve_train_config(args: argparse.Namespace):
         run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / f"{path.stem}-{stamp}"
         check_new_run_dir(run_dir)
     config = for_launcher(replace(load_config(path, args.overrides), **flag_overrides(args, TRAIN_FLAGS)))
-    check_task(config)
+    # The task's spaces, then network.torso on its observations: exit 2 before any process starts.
+    run_torso(config, check_task(config))
     return config, run_dir
 
 
@@ -202,9 +204,10 @@ def launch(
 
     from actorq.envs import check_task
     from actorq.launchers.supervisor import Supervisor, run_context
+    from actorq.roles.torso import run_torso
 
     config = for_launcher(config)
-    check_task(config)  # made once per process: free after resolve_train_config's
+    run_torso(config, check_task(config))  # made once per process: free after resolve_train_config's
     run_dir = Path(run_dir)
     if config_path is None:
         run_dir.mkdir(parents=True, exist_ok=True)

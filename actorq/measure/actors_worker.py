@@ -61,13 +61,15 @@ def reference_state(config: ExperimentConfig, seed: int = 0) -> dict[str, np.nda
     import torch
 
     from actorq.envs import environment_spec
+    from actorq.roles.torso import run_torso
 
     spec = environment_spec(config.env)
+    torso = run_torso(config, spec)
     torch.manual_seed(seed)
     make = algorithms.get(config.algorithm).torch_policy.load()
-    model = make(
-        spec.obs_dim, spec.num_actions, tuple(config.network.policy_layers), spec.action_low, spec.action_high
-    )
+    layers, bounds = tuple(config.network.policy_layers), (spec.action_low, spec.action_high)
+    extra = {"torso": torso} if torso.is_conv else {}
+    model = make(spec.obs_dim, spec.num_actions, layers, *bounds, **extra)
     return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
 
 

@@ -36,9 +36,13 @@ def flat_spec(observation_spec) -> dm_specs.Array:
     return dm_specs.Array((int(np.prod(observation_spec.shape)),), np.float32, name="observation")
 
 
-def create_variables(module: snt.Module, obs_dim: int) -> None:
-    """Create a policy's (or Q-network's) variables with one dummy call on a ``[1, obs_dim]`` batch."""
-    module(tf.zeros([1, int(obs_dim)], tf.float32))
+def create_variables(
+    module: snt.Module, obs_dim: int | tuple[int, ...], dtype: tf.DType = tf.float32
+) -> None:
+    """Create a policy's (or Q-network's) variables with one dummy call on a ``[1, obs_dim]`` batch (``[1,
+    *obs_shape]`` for a shape, e.g. an image's, of ``dtype``)."""
+    shape = [int(d) for d in obs_dim] if isinstance(obs_dim, tuple) else [int(obs_dim)]
+    module(tf.zeros([1, *shape], dtype))
 
 
 def policy_variables(policy_module: snt.Module) -> dict[str, np.ndarray]:

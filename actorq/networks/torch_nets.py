@@ -1,7 +1,9 @@
 """The torch layers the actor policies are made of (never imports TensorFlow).
 
 Each algorithm's policy lives in its package (``actorq/algorithms/<name>/torch_policy.py``) and builds on what is
-shared here: :func:`layer_widths`, Sonnet's LayerNorm epsilon, and the int8 layer of the quantized actors.
+shared here: :func:`layer_widths`, Sonnet's LayerNorm epsilon, the int8 layer of the quantized actors, and the conv
+torso's layers (:class:`NhwcConv2d`, the float convolution in TF's NHWC layout, and :class:`Im2colConv`, a
+convolution computed by any kernel's Linear layer).
 
 ``Int8Linear`` is the int8 layer of the quantized actors: per-output-row symmetric int8 weight codes with one
 float32 scale per row (exactly what an 8-bit or narrower weight message carries), activations quantized
@@ -16,6 +18,8 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
+
+from actorq.algorithms.torso import PIXEL_SCALE, Torso
 
 SONNET_LAYER_NORM_EPS = 1e-5
 """``snt.LayerNorm``'s default epsilon (added to the variance, as torch does)."""
@@ -111,6 +115,82 @@ class Int8Linear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, dtype=int8 (per-row)"
+
+
+def image_input(x: torch.Tensor, torso: Torso) -> torch.Tensor:
+    """A conv torso's input as NHWC floats: ``uint8`` (or any integer) frames cast to float32, divided by 255 when
+    the torso reads pixels (a float16 input, the half kernel's, stays float16), CHW transposed to HWC (a view)."""
+    if not x.is_floating_point():
+        x = x.float()
+    if torso.pixels:
+        x = x / PIXEL_SCALE
+    return x.permute(0, 2, 3, 1) if torso.channels_first else x
+
+
+class NhwcConv2d(nn.Conv2d):
+    """``nn.Conv2d`` (VALID padding) on NHWC ``[B, H, W, C]`` inputs, NHWC outputs: the layout TF's conv uses.
+
+    The permutes are views: the NHWC input is NCHW in channels-last memory, which torch's CPU convolutions read
+    as it is. The weight keeps torch's ``[out, in, kh, kw]`` (the mapping's ``conv.{i}.weight``).
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+
+
+def conv_weight_as_matrix(weight: torch.Tensor) -> torch.Tensor:
+    """A ``[out, in, kh, kw]`` conv weight as the ``[out, kh * kw * in]`` matrix :class:`Im2colConv` multiplies
+    (patch elements in height-width-channel order)."""
+    return weight.permute(0, 2, 3, 1).reshape(weight.shape[0], -1)
+
+
+class Im2colConv(nn.Module):
+    """A square, strided, VALID convolution on NHWC inputs as one matrix product through ``linear``.
+
+    The input's patches ``[B * Ho * Wo, kh * kw * in]`` are gathered by one strided view and one copy, and
+    ``linear`` (any module mapping ``[N, K] -> [N, out]`` whose weight is :func:`conv_weight_as_matrix` of the
+    conv's: :class:`Int8Linear`, a dynamic quantized or fp16 ``Linear``) computes every output position at once;
+    its ``[B * Ho * Wo, out]`` result is the NHWC output. So every kernel's verified Linear computes the
+    convolutions too, with per-output-channel weight scales (the matrix's rows).
+
+    Args:
+        conv: The float convolution (its sizes; the weights come through ``linear``).
+        linear: The layer computing the patches' product.
+    """
+
+    def __init__(self, conv: nn.Conv2d, linear: nn.Module):
+        super().__init__()
+        self.kernel, self.stride = int(conv.kernel_size[0]), int(conv.stride[0])
+        self.in_channels, self.out_channels = int(conv.in_channels), int(conv.out_channels)
+        if (
+            conv.kernel_size[0] != conv.kernel_size[1]
+            or conv.stride[0] != conv.stride[1]
+            or conv.padding != (0, 0)
+        ):
+            raise ValueError("Im2colConv computes square, VALID convolutions only")
+        self.linear = linear
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        b, h, w, c = x.shape
+        k, s = self.kernel, self.stride
+        ho, wo = (h - k) // s + 1, (w - k) // s + 1
+        patches = x.as_strided((b, ho, wo, k, k, c), (h * w * c, s * w * c, s * c, w * c, c, 1))
+        y = self.linear(patches.reshape(b * ho * wo, k * k * c))
+        return y.view(b, ho, wo, self.out_channels)
+
+    @staticmethod
+    def matrix_linear(conv: nn.Conv2d) -> nn.Linear:
+        """The float ``nn.Linear`` whose weight is the conv's as a matrix (what a kernel's factory converts)."""
+        linear = nn.Linear(conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1], conv.out_channels)
+        linear.weight.data = conv_weight_as_matrix(conv.weight.detach()).contiguous()
+        linear.bias.data = conv.bias.detach().clone()
+        return linear
+
+
+def conv_prefixes(module: nn.Module) -> list[str]:
+    """Names (``conv.0`` ...) of a policy's convolutions, in network order."""
+    return [name for name, m in module.named_modules() if isinstance(m, nn.Conv2d)]
 
 
 def linear_prefixes(module: nn.Module) -> list[str]:

@@ -68,6 +68,7 @@ def policy_spec(config: ExperimentConfig):
     """The config's actor network as a :class:`actorq.actors.kernels.PolicySpec` (its task's sizes)."""
     from actorq.actors.kernels import PolicySpec
     from actorq.envs import environment_spec
+    from actorq.roles.torso import run_torso
 
     spec_env = environment_spec(config.env)
     return PolicySpec.build(
@@ -77,6 +78,7 @@ def policy_spec(config: ExperimentConfig):
         tuple(config.network.policy_layers),
         spec_env.action_low,
         spec_env.action_high,
+        torso=run_torso(config, spec_env),
     )
 
 

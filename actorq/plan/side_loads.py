@@ -150,7 +150,7 @@ class SideLoadBench:
         from actorq import algorithms
         from actorq.envs import make_environment
         from actorq.measure.actors_worker import reference_state
-        from actorq.networks.mapping import mapping_table
+        from actorq.networks.mapping import torch_to_tf_state
         from actorq.quantize.codec import encode_message
         from actorq.quantize.signing import LEARNER_STREAM
         from actorq.replay import POLICY_TABLE, ReverbWeightPublisher
@@ -169,12 +169,8 @@ class SideLoadBench:
         self._algorithm = algorithms.get(config.algorithm)
         self._envs = [make_environment(config.env, seed=j, evaluation=True) for j in range(self._episodes)]
         # The learner's message carries TF-named variables: the mapping's rows read backwards.
-        tf_vars = {
-            tf_name: (state[torch_key].T if transpose else state[torch_key])
-            for tf_name, torch_key, transpose in mapping_table(
-                config.algorithm, tuple(config.network.policy_layers)
-            )
-        }
+        layers = tuple(config.network.policy_layers)
+        tf_vars = torch_to_tf_state(config.algorithm, state, layers, torso=self._policy.spec.torso)
         self._learner = encode_message(
             tf_vars, version=1, learner_step=0, precision="fp32", comm_bits=32, key=key, stream=LEARNER_STREAM
         )
@@ -223,7 +219,7 @@ class SideLoadBench:
         from actorq.roles.quantizer import learner_state
 
         read_header(self._learner, key=self._key, stream=LEARNER_STREAM)  # authenticated before decoding
-        return learner_state(self._config, self._learner)[1]
+        return learner_state(self._config, self._learner, self._policy.spec.image)[1]
 
     def evaluation_load(self) -> float:
         """CPU seconds to load the learner's message into the evaluator's policy (median of passes)."""

@@ -252,7 +252,7 @@ class EvaluatorRole(RoleBase):
                 self._learner_version,
             )
             return None
-        message, state = learner_state(self.config, buf)
+        message, state = learner_state(self.config, buf, self._fp32.spec.image)
         self._fp32.load_state(state, version=message.version, learner_step=message.learner_step)
         self._learner_version = message.version
         return message.learner_step, state

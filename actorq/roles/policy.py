@@ -18,6 +18,7 @@ from actorq.algorithms import Algorithm
 from actorq.config import BYTES_PER_WEIGHT, ExperimentConfig
 from actorq.envs import environment_spec
 from actorq.hardware import hardware_record
+from actorq.roles.torso import run_torso
 
 
 def build_policy(config: ExperimentConfig, precision: str | None = None, batch: int = 1) -> ActorPolicy:
@@ -28,6 +29,7 @@ def build_policy(config: ExperimentConfig, precision: str | None = None, batch: 
     ``precision`` than the actor's always uses auto.
     """
     spec = environment_spec(config.env)
+    torso = run_torso(config, spec)
     own = precision is None or precision == config.actor.precision
     return ActorPolicy(
         algorithm=config.algorithm,
@@ -41,6 +43,7 @@ def build_policy(config: ExperimentConfig, precision: str | None = None, batch: 
         kernel=(config.actor.kernel or "auto") if own else "auto",
         batch=batch,
         obs_shape=spec.obs_shape,
+        torso=torso if torso.is_conv else None,
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from actorq.algorithms.torso import Torso
 from actorq.config import ExperimentConfig
 from actorq.config.shards import weights_address
 from actorq.envs import environment_spec
@@ -45,6 +46,7 @@ from actorq.replay import (
 from actorq.replay.retry import REPLAY_ERRORS, ReplayOutage
 from actorq.replay.run_state_record import Field
 from actorq.roles.base import RoleBase
+from actorq.roles.torso import run_torso
 from actorq.status import COUNTER_LIMIT, QuantizerStatus
 
 log = logging.getLogger(__name__)
@@ -78,10 +80,14 @@ def encode_policy(
 
 def policy_shapes(config: ExperimentConfig) -> dict[str, tuple[int, ...]]:
     """``{torch key: shape}`` of the run's policy (what its weight messages carry; the learner's have the same
-    counts under TF names)."""
+    counts under TF names), its torso's convolutions included."""
     spec = environment_spec(config.env)
     return torch_state_shapes(
-        config.algorithm, spec.obs_dim, spec.num_actions, tuple(config.network.policy_layers)
+        config.algorithm,
+        spec.obs_dim,
+        spec.num_actions,
+        tuple(config.network.policy_layers),
+        run_torso(config, spec),
     )
 
 
@@ -90,15 +96,19 @@ def policy_version(learner_version: int) -> int:
     return learner_version + 1
 
 
-def learner_state(config: ExperimentConfig, buf: Any) -> tuple[WeightMessage, dict[str, np.ndarray]]:
-    """The learner's fp32 message in ``buf`` decoded, and its weights mapped to the policy's torch keys.
+def learner_state(
+    config: ExperimentConfig, buf: Any, torso: Torso | None = None
+) -> tuple[WeightMessage, dict[str, np.ndarray]]:
+    """The learner's fp32 message in ``buf`` decoded, and its weights mapped to the policy's torch keys
+    (``torso``: the run's, :func:`actorq.roles.torso.run_torso`; None for an MLP policy).
 
     The one rule for reading the learner's weights (the quantizer, the evaluator and ``actorq plan``'s timing of
     both). The caller authenticates ``buf`` first (:func:`read_header` with the learner's stream): each checks the
     version in the header before paying for a decode.
     """
     message = decode_message(buf)
-    state = tf_to_torch_state(config.algorithm, message.float32_state(), tuple(config.network.policy_layers))
+    layers = tuple(config.network.policy_layers)
+    state = tf_to_torch_state(config.algorithm, message.float32_state(), layers, torso=torso)
     return message, state
 
 
@@ -119,6 +129,8 @@ class QuantizerRole(RoleBase):
         """``weights_key``: the run's key; None (``--insecure-weights`` only) reads and publishes unsigned."""
         super().__init__(config, run_dir)
         self._key = weights_key
+        torso = run_torso(config)
+        self._torso = torso if torso.is_conv else None
         self._handled_tag: bytes | None = (
             None  # tag of the last learner message handled: polled again, no HMAC
         )
@@ -216,7 +228,7 @@ class QuantizerRole(RoleBase):
         """Decode fp32 learner weights (``buf``, already authenticated by ``step``), map to torch keys, encode at
         the actor's bits as version :func:`policy_version` of the learner's, sign, publish."""
         t0 = time.perf_counter()
-        learner_msg, state = learner_state(self.config, buf)
+        learner_msg, state = learner_state(self.config, buf, self._torso)
         t1 = time.perf_counter()
         version = policy_version(learner_msg.version)
         message = encode_policy(

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 import actorq
+from actorq import algorithms
 from actorq.actors.kernels import CANDIDATES, PolicySpec, build_kernel, compare, probe_inputs, verify
 from actorq.actors.kernels.base import float16, float32, int8_codes, prefixes
 from actorq.actors.kernels.ort_kernels import OrtKernel
@@ -115,10 +116,12 @@ def record(
         "observation": {"shape": list(obs_shape), "dtype": obs_dtype},
         "input": {
             "name": "obs",
-            "shape": [None, spec.obs_dim],
-            "dtype": "float32",
-            "how": "a batch of observations, each cast to float32 and flattened (C order)",
+            "shape": [None, *spec.input_shape],
+            "dtype": str(spec.input_dtype),
+            "how": "a batch of observations as the policy reads them: "
+            + ("images" if spec.image is not None else "each flattened (C order) to float32"),
         },
+        "torso": {"kind": spec.torso.kind if spec.torso else "mlp", "obs_shape": list(spec.input_shape)},
         "output": {
             "name": "out",
             "shape": [spec.out_dim],
@@ -292,19 +295,24 @@ def _write_state_dict(weights, spec, message, out: Path):
 def _fp32_model(spec: PolicySpec, state: dict[str, np.ndarray]):
     model = spec.float_model()
     model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
-    return lambda x: model(torch.from_numpy(np.ascontiguousarray(x))).detach().numpy()
+    return lambda x: model(torch.from_numpy(np.ascontiguousarray(x, np.float32))).detach().numpy()
 
 
 def _load_state_dict(path: Path):
     loaded = torch.load(str(path), weights_only=True)
     info = json.loads(loaded[RECORD_NAME])
+    algo = algorithms.get(info["algorithm"])
+    torso = algo.torso(
+        info["torso"]["kind"], tuple(info["torso"]["obs_shape"]), np.dtype(info["input"]["dtype"])
+    )
     spec = PolicySpec.build(
         info["algorithm"],
-        info["observation"]["shape"][0],
+        torso.obs_dim,
         info["output"]["shape"][0],
         tuple(info["layers"]),
         info["action"].get("low"),
         info["action"].get("high"),
+        torso=torso,
     )
     return _fp32_model(spec, _dequantized(loaded["state_dict"]))
 

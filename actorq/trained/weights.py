@@ -25,6 +25,7 @@ from actorq.networks.mapping import tf_to_torch_state
 from actorq.quantize.codec import WeightMessage, decode_message
 from actorq.roles.policy import build_policy
 from actorq.roles.quantizer import encode_policy
+from actorq.roles.torso import run_torso
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,11 @@ def load_weights(run_dir: str | Path, checkpoint: int | None = None) -> TrainedW
     config = open_run(run_dir)
     algorithm = algorithms.get(config.algorithm)
     read = read_policy(run_dir, algorithm.checkpoint_policy, checkpoint)
-    state = tf_to_torch_state(config.algorithm, read.variables, tuple(config.network.policy_layers))
+    torso = run_torso(config)  # the quantizer's mapping: a conv torso's rows first
+    layers = tuple(config.network.policy_layers)
+    state = tf_to_torch_state(
+        config.algorithm, read.variables, layers, torso=torso if torso.is_conv else None
+    )
     log.info("read learner checkpoint %d (learner step %d) of %s", read.number, read.learner_step, run_dir)
     return TrainedWeights(Path(run_dir), config, read.number, read.learner_step, state)
 

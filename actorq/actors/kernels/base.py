@@ -3,7 +3,8 @@
 A kernel is one way of computing the policy network (:mod:`actorq.networks.torch_nets`) at one precision:
 ``prepare`` turns a weight message's tensors into whatever the kernel runs on (copies, casts, quantization,
 prepacking, a new inference session) without touching the live weights, ``install`` swaps that in (a reference
-swap), ``forward`` maps ``[B, obs_dim]`` float32 observations to ``[B, out_dim]`` float32 outputs. Kernels are not
+swap), ``forward`` maps ``[B, obs_dim]`` float32 observations (``[B, *obs_shape]`` images for a conv torso, ``uint8``
+frames for pixels: :meth:`PolicySpec.input_dtype`) to ``[B, out_dim]`` float32 outputs. Kernels are not
 trusted: :mod:`actorq.actors.kernels.verify` checks each one against the fp32 reference on the machine that runs
 it before an actor may use it.
 """
@@ -23,7 +24,9 @@ from torch import nn
 
 from actorq import algorithms
 from actorq.algorithms import Algorithm
-from actorq.networks.torch_nets import linear_prefixes, quantize_rows
+from actorq.algorithms.torso import MLP, Torso
+from actorq.networks.mapping import torch_state_shapes
+from actorq.networks.torch_nets import conv_prefixes, linear_prefixes, quantize_rows
 from actorq.quantize.message import EncodedTensor
 
 
@@ -39,6 +42,8 @@ class PolicySpec:
         action_low: Lower action bounds ``[out_dim]`` (used by policies with a bounded output).
         action_high: Upper action bounds ``[out_dim]``.
         threads: Intra-op threads the kernel may use.
+        torso: What reads the observation (:mod:`actorq.algorithms.torso`); :meth:`build` makes it ``mlp`` on the
+            flat observation when none is given.
     """
 
     algorithm: str
@@ -48,6 +53,7 @@ class PolicySpec:
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
     threads: int = 1
+    torso: Torso | None = None
 
     @classmethod
     def build(
@@ -59,9 +65,19 @@ class PolicySpec:
         action_low: float | np.ndarray | None = None,
         action_high: float | np.ndarray | None = None,
         threads: int = 1,
+        torso: Torso | None = None,
     ) -> PolicySpec:
-        """A spec with the bounds broadcast to ``[out_dim]`` (default [-1, 1]) and validated."""
-        algorithms.get(algorithm)  # an unknown name fails here, listing the registered ones
+        """A spec with the bounds broadcast to ``[out_dim]`` (default [-1, 1]) and validated.
+
+        Raises:
+            ValueError: ``obs_dim`` is not the torso's observation size, or the algorithm has no such torso.
+        """
+        algo = algorithms.get(algorithm)  # an unknown name fails here, listing the registered ones
+        torso = torso or Torso(MLP, (int(obs_dim),))
+        if torso.obs_dim != int(obs_dim) or torso.kind not in algo.torsos:
+            raise ValueError(
+                f"{algorithm} has no {torso.kind} torso on {torso.obs_shape} for obs_dim {obs_dim}"
+            )
         low = np.broadcast_to(np.asarray(-1.0 if action_low is None else action_low, np.float64), (out_dim,))
         high = np.broadcast_to(
             np.asarray(1.0 if action_high is None else action_high, np.float64), (out_dim,)
@@ -74,15 +90,40 @@ class PolicySpec:
             tuple(float(v) for v in low),
             tuple(float(v) for v in high),
             int(threads),
+            torso,
         )
+
+    @property
+    def image(self) -> Torso | None:
+        """The conv torso, None for an MLP policy."""
+        return self.torso if self.torso is not None and self.torso.is_conv else None
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """One observation's shape as the kernels take it: ``(obs_dim,)``, or the image's for a conv torso."""
+        return self.image.obs_shape if self.image is not None else (self.obs_dim,)
+
+    @property
+    def input_dtype(self) -> np.dtype:
+        """The kernels' input dtype: ``uint8`` for a conv torso on pixels, else float32."""
+        return np.dtype(np.uint8 if self.image is not None and self.image.pixels else np.float32)
 
     def float_model(self) -> nn.Module:
         """The fp32 torch network (eval mode, no gradients)."""
         make = self.algo.torch_policy.load()
-        model: nn.Module = make(
-            self.obs_dim, self.out_dim, self.layers, np.asarray(self.action_low), np.asarray(self.action_high)
-        )
+        bounds = np.asarray(self.action_low), np.asarray(self.action_high)
+        extra = {"torso": self.image} if self.image is not None else {}
+        model: nn.Module = make(self.obs_dim, self.out_dim, self.layers, *bounds, **extra)
         return model.eval().requires_grad_(False)
+
+    def state_shapes(self) -> dict[str, tuple[int, ...]]:
+        """``{torch key: shape}`` of the network (:func:`actorq.networks.mapping.torch_state_shapes`)."""
+        return torch_state_shapes(self.algorithm, self.obs_dim, self.out_dim, self.layers, self.torso)
+
+    def weight_shapes(self) -> list[tuple[str, tuple[int, ...]]]:
+        """``(layer name, torch weight shape)`` of every conv and Linear layer, in network order."""
+        shapes = self.state_shapes()
+        return [(p, shapes[f"{p}.weight"]) for p in conv_names(self) + prefixes(self)]
 
     @property
     def algo(self) -> Algorithm:
@@ -95,9 +136,8 @@ class PolicySpec:
         return np.asarray(self.action_high, np.float64) - np.asarray(self.action_low, np.float64)
 
     def weight_count(self) -> int:
-        """Number of Linear weights (what a batch-1 forward has to read)."""
-        widths = [self.obs_dim, *self.layers, self.out_dim]
-        return sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=False))
+        """Number of conv and Linear weights (what a batch-1 forward has to read)."""
+        return sum(int(np.prod(shape)) for _, shape in self.weight_shapes())
 
 
 class Kernel(abc.ABC):
@@ -122,6 +162,12 @@ class Kernel(abc.ABC):
     @classmethod
     def unavailable(cls) -> str | None:
         """Why this machine or installation can't build this kernel (None when it can)."""
+        return None
+
+    @classmethod
+    def inapplicable(cls, spec: PolicySpec) -> str | None:
+        """Why this kernel is no candidate for ``spec``'s network (None when it is): a kernel that differs from
+        another only in how it computes some kind of layer is left out of networks without such layers."""
         return None
 
     @abc.abstractmethod
@@ -178,7 +224,8 @@ def float16(t: EncodedTensor) -> np.ndarray:
 
 
 def int8_codes(t: EncodedTensor) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row int8 codes ``[out, in]`` in [-127, 127] and float32 scales ``[out]`` for a weight tensor.
+    """Per-row int8 codes ``[out, in]`` (a convolution's ``[out, in, kh, kw]``: per output channel) in [-127, 127]
+    and float32 scales ``[out]`` for a weight tensor.
 
     Symmetric codes of <= 8 bits along axis 0 (or per tensor) are exactly representable as int8 codes with their
     own scales, so they are used as they are: no dequantize/requantize round trip, no added error. Anything
@@ -191,8 +238,17 @@ def int8_codes(t: EncodedTensor) -> tuple[np.ndarray, np.ndarray]:
             codes = np.ascontiguousarray(t.data.astype(np.int8, copy=True))
             scale = np.broadcast_to(np.asarray(t.scale, np.float32).reshape(-1), (out_features,)).copy()
             return codes, scale
-    codes_t, scale_t = quantize_rows(torch.from_numpy(float32(t)))
-    return codes_t.numpy(), scale_t.numpy()
+    codes_t, scale_t = quantize_rows(torch.from_numpy(float32(t).reshape(out_features, -1)))
+    return codes_t.numpy().reshape(t.shape), scale_t.numpy()
+
+
+def conv_matrix(t: EncodedTensor) -> EncodedTensor:
+    """A ``[out, in, kh, kw]`` conv weight as the ``[out, kh * kw * in]`` matrix that
+    :class:`~actorq.networks.torch_nets.Im2colConv` multiplies: the same values (codes and per-output-channel
+    scales as they travelled), the patch elements in height-width-channel order."""
+    out = t.shape[0]
+    data = np.ascontiguousarray(np.asarray(t.data).transpose(0, 2, 3, 1).reshape(out, -1))
+    return EncodedTensor(t.name, tuple(data.shape), t.encoding, data, t.bits, t.scale, t.zero_point, t.axis)
 
 
 def prefixes(spec: PolicySpec) -> list[str]:
@@ -200,9 +256,22 @@ def prefixes(spec: PolicySpec) -> list[str]:
     return [f"torso.{i}" for i in range(len(spec.layers))] + ["head"]
 
 
+def conv_names(spec: PolicySpec) -> list[str]:
+    """The convolutions' names in network order (``conv.0`` ...; none for an MLP policy)."""
+    return [f"conv.{i}" for i in range(len(spec.image.conv))] if spec.image is not None else []
+
+
 def check_prefixes(spec: PolicySpec, model: nn.Module) -> list[str]:
     """:func:`prefixes`, asserted equal to the torch model's own Linear names (one source of layer names)."""
     names = linear_prefixes(model)
     if names != prefixes(spec):
         raise AssertionError(f"layer names {names} differ from {prefixes(spec)}")
+    return names
+
+
+def check_conv_prefixes(spec: PolicySpec, model: nn.Module) -> list[str]:
+    """:func:`conv_names`, asserted equal to the torch model's own convolutions' names."""
+    names = conv_prefixes(model)
+    if names != conv_names(spec):
+        raise AssertionError(f"conv names {names} differ from {conv_names(spec)}")
     return names

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from actorq.actors.kernels import ort_conv
 from actorq.actors.kernels.base import Kernel, PolicySpec, float32, int8_codes, prefixes, retire
 from actorq.networks.torch_nets import SONNET_LAYER_NORM_EPS
 from actorq.quantize.message import EncodedTensor
@@ -47,6 +49,9 @@ class OrtKernel(Kernel):
     """Base: builds the graph from a message; subclasses choose how a Linear layer is written."""
 
     prepare_off_thread = True
+    profile_dir: str | None = None
+    """Set on an instance before ``prepare``: its sessions write ONNX Runtime's per-node profile there
+    (``actorq bench policy``'s per-layer times)."""
 
     @classmethod
     def unavailable(cls) -> str | None:
@@ -72,6 +77,10 @@ class OrtKernel(Kernel):
         nodes.append(helper.make_node("Gemm", [x, f"{prefix}.w", f"{prefix}.b"], [f"{prefix}.y"], transB=1))
         return f"{prefix}.y"
 
+    def _conv(self, helper, numpy_helper, prefix: str, x: str, tensors, inits: list, nodes: list) -> str:
+        """One convolution of a conv torso on NCHW ``x`` (fp32 ``Conv``; int8 graphs override it)."""
+        return ort_conv.float_conv(self.spec, helper, numpy_helper, prefix, x, tensors, inits, nodes)
+
     def _model_bytes(self, tensors: Mapping[str, EncodedTensor]) -> bytes:
         return self.onnx_model(tensors).SerializeToString()
 
@@ -85,6 +94,8 @@ class OrtKernel(Kernel):
         inits: list = []
         nodes: list = []
         x = "obs"
+        if spec.image is not None:
+            x = ort_conv.conv_torso(spec, self._conv, helper, numpy_helper, tensors, inits, nodes)
         for i, prefix in enumerate(prefixes(spec)):
             x = self._linear(helper, numpy_helper, prefix, x, tensors, inits, nodes)
             if prefix == "head":
@@ -127,10 +138,11 @@ class OrtKernel(Kernel):
             ]
         else:
             nodes.append(helper.make_node("Identity", [x], ["out"]))
+        obs_type = TensorProto.UINT8 if spec.input_dtype == np.uint8 else TensorProto.FLOAT
         graph = helper.make_graph(
             nodes,
             "actorq_policy",
-            [helper.make_tensor_value_info("obs", TensorProto.FLOAT, [None, spec.obs_dim])],
+            [helper.make_tensor_value_info("obs", obs_type, [None, *spec.input_shape])],
             [helper.make_tensor_value_info("out", TensorProto.FLOAT, [None, spec.out_dim])],
             inits,
         )
@@ -138,6 +150,8 @@ class OrtKernel(Kernel):
             graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)]
         )
         model.ir_version = 8  # what onnxruntime 1.23 and onnx 1.12 agree on
+        for node in model.graph.node:  # named by output ("torso.0.y"): a profile's times map to their layer
+            node.name = node.name or node.output[0]
         return model
 
     # -- Kernel ------------------------------------------------------------------------------------------------
@@ -151,7 +165,15 @@ class OrtKernel(Kernel):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # don't burn the env's core
         options.log_severity_level = 3
+        if self.profile_dir:
+            options.enable_profiling = True
+            options.profile_file_prefix = str(Path(self.profile_dir) / self.name.replace("/", "_"))
         return ort.InferenceSession(self._model_bytes(tensors), options, providers=["CPUExecutionProvider"])
+
+    @property
+    def session(self) -> Any:
+        """The ONNX Runtime session now installed (diagnostics: :meth:`end_profiling` reads its profile)."""
+        return self._session
 
     def install(self, payload: Any) -> None:
         old, self._session = self._session, payload
@@ -159,7 +181,7 @@ class OrtKernel(Kernel):
         retire(old)
 
     def forward(self, x: np.ndarray) -> np.ndarray:
-        x = np.ascontiguousarray(x, dtype=np.float32)
+        x = np.ascontiguousarray(x, dtype=self.spec.input_dtype)
         bound = self._bindings.get(x.shape[0])
         if bound is None:
             out = np.empty((x.shape[0], self.spec.out_dim), np.float32)
@@ -215,6 +237,25 @@ class Int8OrtS8(OrtKernel):
         )
         return f"{prefix}.y"
 
+    def _conv(self, helper, numpy_helper, prefix: str, x: str, tensors, inits: list, nodes: list) -> str:
+        """A convolution as ``ConvInteger`` on this kernel's quantized activations. ONNX Runtime's CPU
+        ``ConvInteger`` takes u8 weights only (1.23), so every int8 graph's convolutions use the codes shifted to
+        u8 (zero point 128): MLAS's u8 x u8 path, exact in int32 on AVX2 as on VNNI (:class:`Int8OrtU8`)."""
+        quantized = self._quantize_input(helper, numpy_helper, prefix, x, inits, nodes)
+        codes, scale = int8_codes(tensors[f"{prefix}.weight"])
+        shifted = (codes.astype(np.int16) + 128).astype(np.uint8)
+        layer = (shifted, np.uint8(128), scale)
+        return ort_conv.int8_conv(
+            self.spec, helper, numpy_helper, prefix, quantized, layer, tensors, inits, nodes
+        )
+
+    def _quantize_input(self, helper, numpy_helper, prefix: str, x: str, inits: list, nodes: list):
+        """``(codes, scale, zero point)`` names of ``x`` quantized per tensor to u8 (``DynamicQuantizeLinear``:
+        8-bit, asymmetric)."""
+        names = [f"{prefix}.qx", f"{prefix}.sx", f"{prefix}.zx"]
+        nodes.append(helper.make_node("DynamicQuantizeLinear", [x], names))
+        return tuple(names)
+
     @staticmethod
     def _weights(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``[in, out]`` weights for the op and their per-column zero points."""
@@ -256,9 +297,29 @@ class Int8OrtS8R(Int8OrtS8):
     def _int8_linear(
         self, helper, numpy_helper, prefix: str, x: str, tensors, inits: list, nodes: list
     ) -> str:
+        codes, scale = int8_codes(tensors[f"{prefix}.weight"])
+        p = f"{prefix}."
+        qx, sx, zx = self._quantize_input(helper, numpy_helper, prefix, x, inits, nodes)
+        inits += [
+            numpy_helper.from_array(np.ascontiguousarray(codes.T), f"{p}w"),
+            numpy_helper.from_array(scale.astype(np.float32), f"{p}s"),
+            numpy_helper.from_array(np.zeros(codes.shape[0], np.int8), f"{p}z"),
+            numpy_helper.from_array(float32(tensors[f"{p}bias"]), f"{p}b"),
+        ]
+        nodes.append(
+            helper.make_node(
+                "MatMulIntegerToFloat",
+                [qx, f"{p}w", sx, f"{p}s", zx, f"{p}z", f"{p}b"],
+                [f"{p}y"],
+                domain="com.microsoft",
+            )
+        )
+        return f"{p}y"
+
+    def _quantize_input(self, helper, numpy_helper, prefix: str, x: str, inits: list, nodes: list):
+        """``(codes, scale, zero point)`` names of ``x`` quantized per tensor to the 7-bit grid (class docstring)."""
         from onnx import TensorProto
 
-        codes, scale = int8_codes(tensors[f"{prefix}.weight"])
         if not any(init.name == "q7.levels" for init in inits):
             inits += [
                 numpy_helper.from_array(np.float32(0.0).reshape(()), "q7.zero"),
@@ -267,12 +328,6 @@ class Int8OrtS8R(Int8OrtS8):
                 numpy_helper.from_array(np.float32(np.finfo(np.float32).tiny).reshape(()), "q7.tiny"),
             ]
         p = f"{prefix}."
-        inits += [
-            numpy_helper.from_array(np.ascontiguousarray(codes.T), f"{p}w"),
-            numpy_helper.from_array(scale.astype(np.float32), f"{p}s"),
-            numpy_helper.from_array(np.zeros(codes.shape[0], np.int8), f"{p}z"),
-            numpy_helper.from_array(float32(tensors[f"{p}bias"]), f"{p}b"),
-        ]
         node = helper.make_node
         nodes += [
             node("ReduceMin", [x], [f"{p}min_x"], keepdims=0),
@@ -287,11 +342,25 @@ class Int8OrtS8R(Int8OrtS8):
             node("Round", [f"{p}z_raw"], [f"{p}z_round"]),
             node("Cast", [f"{p}z_round"], [f"{p}zx"], to=TensorProto.UINT8),
             node("QuantizeLinear", [x, f"{p}sx", f"{p}zx"], [f"{p}qx"]),
-            node(
-                "MatMulIntegerToFloat",
-                [f"{p}qx", f"{p}w", f"{p}sx", f"{p}s", f"{p}zx", f"{p}z", f"{p}b"],
-                [f"{p}y"],
-                domain="com.microsoft",
-            ),
         ]
-        return f"{p}y"
+        return f"{p}qx", f"{p}sx", f"{p}zx"
+
+
+class Int8OrtS8RFloatConv(Int8OrtS8R):
+    """:class:`Int8OrtS8R`'s dense layers, the convolutions in fp32 (``Conv``, MLAS's blocked NCHWc kernels) on the
+    message's int8 codes' values (dequantized: exact).
+
+    A conv layer reuses each weight at every output position, so its cost is arithmetic, where MLAS's fp32 conv
+    outran ``ConvInteger`` (u8 x u8, plus quantizing the activations) on the CPUs measured (an Intel Xeon with
+    AVX512-VNNI, ``actorq bench policy --policy atari``'s per-layer rows); the 3136x512 dense layer is a weight
+    stream, where int8's 4x fewer bytes pay. Only a candidate for conv policies (on an MLP it is ``ort-s8r``).
+    """
+
+    name = "int8/ort-s8r-f32conv"
+
+    @classmethod
+    def inapplicable(cls, spec: PolicySpec) -> str | None:
+        return None if spec.image is not None else "no convolutions in this policy: it would be int8/ort-s8r"
+
+    def _conv(self, helper, numpy_helper, prefix: str, x: str, tensors, inits: list, nodes: list) -> str:
+        return ort_conv.float_conv(self.spec, helper, numpy_helper, prefix, x, tensors, inits, nodes)

@@ -4,7 +4,7 @@ validated in configs before any process starts); a test checks that this registr
 from __future__ import annotations
 
 from actorq.actors.kernels.base import Kernel
-from actorq.actors.kernels.ort_kernels import Fp32Ort, Int8OrtS8, Int8OrtS8R, Int8OrtU8
+from actorq.actors.kernels.ort_kernels import Fp32Ort, Int8OrtS8, Int8OrtS8R, Int8OrtS8RFloatConv, Int8OrtU8
 from actorq.actors.kernels.torch_kernels import (
     Fp16Fbgemm,
     Fp16Half,
@@ -24,6 +24,7 @@ CANDIDATES: tuple[type[Kernel], ...] = (
     Fp16Half,
     Int8OrtU8,
     Int8OrtS8R,
+    Int8OrtS8RFloatConv,
     Int8OrtS8,
     Int8Fbgemm,
     Int8X86,

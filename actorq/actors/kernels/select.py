@@ -63,6 +63,8 @@ class Selection:
     rejected: list[dict[str, Any]] = field(default_factory=list)
     """``{"kernel", "error", "reason"}`` per candidate that failed verification (or failed to build)."""
     unavailable: dict[str, str] = field(default_factory=dict)
+    not_applicable: dict[str, str] = field(default_factory=dict)
+    """Candidates left out for this network (``Kernel.inapplicable``), with why."""
     order: list[str] = field(default_factory=list)
     """Verified kernels, chosen first then by time (the fallbacks)."""
     cached: bool = False
@@ -151,6 +153,7 @@ def _cache_key(spec: PolicySpec, precision: str, batch: int) -> str:
             "onnxruntime": ort_version,
             "algorithm": spec.algorithm,
             "shape": [spec.obs_dim, *spec.layers, spec.out_dim],
+            "torso": [spec.torso.kind, list(spec.torso.obs_shape), spec.torso.pixels] if spec.torso else None,
             "threads": spec.threads,
             "precision": precision,
             "batch": batch,
@@ -259,6 +262,9 @@ def select_kernel(
         if reason:
             selection.unavailable[cls.name] = reason
             continue
+        if skip := cls.inapplicable(spec):
+            selection.not_applicable[cls.name] = skip
+            continue
         try:
             kernel = cls(spec)
         except Exception as exc:  # e.g. an engine that can't pack these shapes here
@@ -273,7 +279,9 @@ def select_kernel(
             logger.warning("kernel %s rejected on %s: %s", cls.name, cpu_summary(), check.detail)
     if not verified:
         tried = "; ".join(f"{r['kernel']}: {r['reason']}" for r in selection.rejected)
-        missing = "; ".join(f"{k}: {v}" for k, v in selection.unavailable.items())
+        missing = "; ".join(
+            f"{k}: {v}" for k, v in {**selection.unavailable, **selection.not_applicable}.items()
+        )
         raise KernelVerificationError(
             f"no {precision} kernel ({requested}) computes this {spec.algorithm} policy correctly on "
             f"{cpu_summary()}: {tried or missing}. Choose another actor.kernel (or actor.kernel=auto), or "

@@ -20,13 +20,15 @@ from torch import nn
 from actorq.actors.kernels.base import (
     Kernel,
     PolicySpec,
+    check_conv_prefixes,
     check_prefixes,
+    conv_matrix,
     float16,
     float32,
     int8_codes,
     retire,
 )
-from actorq.networks.torch_nets import Int8Linear, quantize_rows
+from actorq.networks.torch_nets import Im2colConv, Int8Linear, quantize_rows
 from actorq.quantize.message import EncodedTensor
 
 logger = logging.getLogger(__name__)
@@ -59,7 +61,9 @@ def _replace(model: nn.Module, names: list[str], factory: Callable[[nn.Linear], 
 
 
 class TorchKernel(Kernel):
-    """A torch model whose Linear layers the subclass replaces; LayerNorm and activations stay float32."""
+    """A torch model whose Linear layers the subclass replaces (:meth:`_make`); a conv torso's convolutions then
+    become :class:`~actorq.networks.torch_nets.Im2colConv` over the same kind of layer (their weights as
+    ``[out, kh * kw * in]`` matrices, per-output-channel scales). LayerNorm and activations stay float32."""
 
     half = False
 
@@ -68,11 +72,22 @@ class TorchKernel(Kernel):
         torch.set_num_threads(spec.threads)
         model = spec.float_model()
         self._prefixes = check_prefixes(spec, model)
+        self._convs = check_conv_prefixes(spec, model)
         self._model = self._convert(model)
         self._modules = dict(self._model.named_modules())
+        self._im2col = {p for p in self._convs if isinstance(self._modules[p], Im2colConv)}
+
+    def _make(self, linear: nn.Linear) -> nn.Module | None:
+        """The layer replacing a float ``linear`` (None: the float layers stay)."""
+        return None
 
     def _convert(self, model: nn.Module) -> nn.Module:
-        return model
+        if type(self)._make is TorchKernel._make:  # float layers stay
+            return model
+        model = _replace(model, self._prefixes, self._make)
+        return _replace(
+            model, self._convs, lambda conv: Im2colConv(conv, self._make(Im2colConv.matrix_linear(conv)))
+        )
 
     def _linear(self, weight: EncodedTensor, bias: torch.Tensor) -> Any:
         return torch.from_numpy(float32(weight)), bias
@@ -81,10 +96,11 @@ class TorchKernel(Kernel):
         module.weight.data, module.bias.data = payload
 
     def prepare(self, tensors: Mapping[str, EncodedTensor]) -> Any:
-        linears = {
-            p: self._linear(tensors[f"{p}.weight"], torch.from_numpy(float32(tensors[f"{p}.bias"])))
-            for p in self._prefixes
-        }
+        linears = {}
+        for p in self._convs + self._prefixes:
+            weight = tensors[f"{p}.weight"]
+            weight = conv_matrix(weight) if p in self._im2col else weight
+            linears[p] = self._linear(weight, torch.from_numpy(float32(tensors[f"{p}.bias"])))
         others = {}
         for key, t in tensors.items():
             if key.rsplit(".", 1)[0] not in linears:
@@ -95,7 +111,8 @@ class TorchKernel(Kernel):
     def install(self, payload: Any) -> None:
         linears, others = payload
         for prefix, value in linears.items():
-            self._set_linear(self._modules[prefix], value)
+            module = self._modules[prefix]
+            self._set_linear(module.linear if prefix in self._im2col else module, value)
         for key, value in others.items():
             owner, name = key.rsplit(".", 1)
             getattr(self._modules[owner], name).data = value
@@ -154,18 +171,15 @@ class Fp16Fbgemm(TorchKernel):
             return f"torch has no fbgemm engine (engines: {torch.backends.quantized.supported_engines})"
         return None
 
-    def _convert(self, model: nn.Module) -> nn.Module:
+    def _make(self, linear: nn.Linear) -> nn.Module:
         from torch.ao.nn.quantized import dynamic as nnqd
 
-        def make(linear: nn.Linear) -> nn.Module:
-            with quantized_engine("fbgemm"):
-                layer = nnqd.Linear(linear.in_features, linear.out_features, dtype=torch.float16)
-                layer._packed_params._packed_params = torch.ops.quantized.linear_prepack_fp16(
-                    linear.weight.detach(), linear.bias.detach().float()
-                )
-            return layer
-
-        return _replace(model, self._prefixes, make)
+        with quantized_engine("fbgemm"):
+            layer = nnqd.Linear(linear.in_features, linear.out_features, dtype=torch.float16)
+            layer._packed_params._packed_params = torch.ops.quantized.linear_prepack_fp16(
+                linear.weight.detach(), linear.bias.detach().float()
+            )
+        return layer
 
     def _linear(self, weight: EncodedTensor, bias: torch.Tensor) -> Any:
         values = torch.from_numpy(float16(weight).astype(np.float32))  # fp16 values, as the packed weight
@@ -188,8 +202,8 @@ class Int8IntMM(TorchKernel):
 
     name = "int8/intmm"
 
-    def _convert(self, model: nn.Module) -> nn.Module:
-        return _replace(model, self._prefixes, Int8Linear.from_float)
+    def _make(self, linear: nn.Linear) -> nn.Module:
+        return Int8Linear.from_float(linear)
 
     def _linear(self, weight: EncodedTensor, bias: torch.Tensor) -> Any:
         codes, scale = int8_codes(weight)
@@ -218,17 +232,14 @@ class Int8Dynamic(TorchKernel):
             return f"torch has no {cls.engine} engine (engines: {torch.backends.quantized.supported_engines})"
         return None
 
-    def _convert(self, model: nn.Module) -> nn.Module:
+    def _make(self, linear: nn.Linear) -> nn.Module:
         from torch.ao.nn.quantized import dynamic as nnqd
 
-        def make(linear: nn.Linear) -> nn.Module:
-            with quantized_engine(self.engine):
-                layer = nnqd.Linear(linear.in_features, linear.out_features, dtype=torch.qint8)
-            codes, scale = quantize_rows(linear.weight)
-            layer._packed_params._packed_params = self._pack(codes, scale, linear.bias.detach().float())
-            return layer
-
-        return _replace(model, self._prefixes, make)
+        with quantized_engine(self.engine):
+            layer = nnqd.Linear(linear.in_features, linear.out_features, dtype=torch.qint8)
+        codes, scale = quantize_rows(linear.weight)
+        layer._packed_params._packed_params = self._pack(codes, scale, linear.bias.detach().float())
+        return layer
 
     def _pack(self, codes: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor) -> Any:
         zero = torch.zeros(codes.shape[0], dtype=torch.long)

@@ -8,7 +8,8 @@ which is why the same check runs again on the first real weight message
 (:meth:`actorq.actors.policy.ActorPolicy.prepare`).
 
 A second probe, the **saturation probe** (:func:`saturation_tensors`), is built so that an int8 GEMM whose
-int16 pair sums clip cannot hide within the bounds: every activation entering a hidden or head layer is the same
+int16 pair sums clip cannot hide within the bounds: every activation entering a layer after the first (a
+convolution of a conv torso or a Linear) is the same
 positive value (so per-tensor quantization puts it on the top code of its grid: 255 for 8-bit u8, 127 for
 7-bit) and every weight code there is +127. Exact int32 accumulation computes this network exactly (constants are
 on the grid); a ``vpmaddubsw`` kernel fed 8-bit activations clips each pair sum ``2 * 255 * 127 = 64770`` to
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from actorq.actors.kernels.base import Kernel, PolicySpec, prefixes
+from actorq.actors.kernels.base import Kernel, PolicySpec
 from actorq.actors.kernels.torch_kernels import Fp32Torch
 from actorq.errors import ActorQError
 from actorq.quantize.message import EncodedTensor
@@ -54,19 +55,23 @@ class Check:
     """Human-readable: the measure, the bound and whatever else the algorithm's rule checked."""
 
 
+def _codes(prefix: str, codes: np.ndarray, scale: np.ndarray) -> EncodedTensor:
+    """A weight as an 8-bit message carries it: int8 codes, one scale per output channel (axis 0)."""
+    fan_out = codes.shape[0]
+    return EncodedTensor(
+        f"{prefix}.weight", tuple(codes.shape), "q", codes, 8, scale, np.zeros(fan_out, np.int32), 0
+    )
+
+
 def probe_tensors(spec: PolicySpec, seed: int = 0) -> dict[str, EncodedTensor]:
     """A message's tensors with full-range int8 weight codes (see the module docstring)."""
     rng = np.random.default_rng(seed)
-    widths = [spec.obs_dim, *spec.layers, spec.out_dim]
     tensors: dict[str, EncodedTensor] = {}
-    for (fan_in, fan_out), prefix in zip(
-        zip(widths[:-1], widths[1:], strict=False), prefixes(spec), strict=True
-    ):
-        codes = rng.integers(-127, 128, size=(fan_out, fan_in), dtype=np.int8)
+    for prefix, shape in spec.weight_shapes():
+        fan_out, fan_in = shape[0], int(np.prod(shape[1:]))
+        codes = rng.integers(-127, 128, size=shape, dtype=np.int8)
         scale = np.full(fan_out, np.sqrt(3.0 / fan_in) / 127.0, np.float32)
-        tensors[f"{prefix}.weight"] = EncodedTensor(
-            f"{prefix}.weight", (fan_out, fan_in), "q", codes, 8, scale, np.zeros(fan_out, np.int32), 0
-        )
+        tensors[f"{prefix}.weight"] = _codes(prefix, codes, scale)
         bias = (0.1 * rng.standard_normal(fan_out)).astype(np.float32)
         tensors[f"{prefix}.bias"] = EncodedTensor(f"{prefix}.bias", (fan_out,), "f32", bias, 32)
     if spec.algo.network.first_layer_norm:
@@ -82,37 +87,47 @@ SATURATION_HEAD_OUTPUT = 0.3
 """The saturation probe's head output: inside tanh's near-linear range, so a halved input moves the action."""
 
 
+def _white_frames(spec: PolicySpec) -> bool:
+    """The saturation probe feeds white frames (every pixel 255, 1.0 in the network) to a conv torso on pixels,
+    so its first convolution sees top-of-grid activations too."""
+    return spec.image is not None and spec.image.pixels
+
+
+def saturation_inputs(spec: PolicySpec, rows: np.ndarray) -> np.ndarray:
+    """The saturation probe's observations: ``rows`` (any: layer 0's zero weights ignore them), or white frames
+    for a conv torso on pixels."""
+    return np.full_like(rows, 255) if _white_frames(spec) else rows
+
+
 def saturation_tensors(spec: PolicySpec) -> dict[str, EncodedTensor]:
     """A message whose int8 layers see constant top-of-grid activations and +127 codes (module docstring).
 
-    Layer 0 has zero weights and bias 1, so the next activation is ``tanh(1)`` (a first LayerNorm, D4PG's, outputs
+    With a conv torso on pixels the probe's frames are white (:func:`saturation_inputs`): every layer, the first
+    convolution included, has codes +127 and outputs 1 as the later layers below. Otherwise layer 0 has zero
+    weights and bias 1, so the next activation is ``tanh(1)`` (a first LayerNorm, D4PG's, outputs
     its bias 1 on a constant input) or ``relu(1) = elu(1) = 1``, whatever the observation. Each later
     hidden layer has codes +127 and per-row scale ``1 / (a * 127 * fan_in)`` for its constant input ``a``, so it
     outputs 1 (and ``elu(1) = relu(1) = 1``); head row ``j`` outputs ``SATURATION_HEAD_OUTPUT * (j + 1) /
     out_dim`` the same way.
     """
-    widths = [spec.obs_dim, *spec.layers, spec.out_dim]
-    names = prefixes(spec)
+    layers = spec.weight_shapes()
     tensors: dict[str, EncodedTensor] = {}
     activation = float(np.tanh(1.0)) if spec.algo.network.first_layer_norm else 1.0
-    for i, ((fan_in, fan_out), prefix) in enumerate(
-        zip(zip(widths[:-1], widths[1:], strict=False), names, strict=True)
-    ):
-        if i == 0:
-            codes = np.zeros((fan_out, fan_in), np.int8)
+    for i, (prefix, shape) in enumerate(layers):
+        fan_out, fan_in = shape[0], int(np.prod(shape[1:]))
+        if i == 0 and not _white_frames(spec):
+            codes = np.zeros(shape, np.int8)
             scale = np.ones(fan_out, np.float32)
             bias = np.ones(fan_out, np.float32)
         else:
-            codes = np.full((fan_out, fan_in), 127, np.int8)
+            codes = np.full(shape, 127, np.int8)
             target = np.ones(fan_out, np.float64)
-            if prefix == names[-1]:
+            if i == len(layers) - 1:
                 target = SATURATION_HEAD_OUTPUT * np.arange(1, fan_out + 1) / fan_out
             scale = (target / (activation * 127.0 * fan_in)).astype(np.float32)
             bias = np.zeros(fan_out, np.float32)
             activation = 1.0
-        tensors[f"{prefix}.weight"] = EncodedTensor(
-            f"{prefix}.weight", (fan_out, fan_in), "q", codes, 8, scale, np.zeros(fan_out, np.int32), 0
-        )
+        tensors[f"{prefix}.weight"] = _codes(prefix, codes, scale)
         tensors[f"{prefix}.bias"] = EncodedTensor(f"{prefix}.bias", (fan_out,), "f32", bias, 32)
     if spec.algo.network.first_layer_norm:
         width = spec.layers[0]
@@ -138,7 +153,7 @@ def standard_probes(spec: PolicySpec, batch: int = 1) -> list[Probe]:
     probes = []
     for name, tensors, rows in (
         ("random", probe_tensors(spec), x),
-        ("saturation", saturation_tensors(spec), x[: max(2 * batch, 8)]),
+        ("saturation", saturation_tensors(spec), saturation_inputs(spec, x[: max(2 * batch, 8)])),
     ):
         probes.append(Probe(name, tensors, rows, reference_outputs(spec, tensors, rows)))
     return probes
@@ -160,8 +175,13 @@ def verify_probes(kernel: Kernel, probes: list[Probe], batch: int) -> Check:
 
 
 def probe_inputs(spec: PolicySpec, n: int = PROBES, seed: int = 1) -> np.ndarray:
-    """``[n, obs_dim]`` float32 observations ~ N(0, 1)."""
-    return np.random.default_rng(seed).standard_normal((n, spec.obs_dim)).astype(np.float32)
+    """``[n, obs_dim]`` float32 observations ~ N(0, 1); for a conv torso ``[n, *obs_shape]`` images, uniform
+    ``uint8`` frames when it reads pixels."""
+    rng = np.random.default_rng(seed)
+    shape = (n, *spec.input_shape)
+    if spec.input_dtype == np.uint8:
+        return rng.integers(0, 256, size=shape, dtype=np.uint8)
+    return rng.standard_normal(shape).astype(np.float32)
 
 
 def run_batched(kernel: Kernel, x: np.ndarray, batch: int) -> np.ndarray:

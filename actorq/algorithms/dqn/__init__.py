@@ -1,6 +1,7 @@
 """DQN (Acme's TF DQN learner): discrete actions, a Q-network, optionally prioritized replay.
 
-Policy (what actors run): ``snt.nets.MLP([*policy_layers, num_actions])`` (relu, linear output); the TF network is
+Policy (what actors run): ``snt.nets.MLP([*policy_layers, num_actions])`` (relu, linear output), after the Nature
+DQN CNN on image observations (``network.torso``, :mod:`actorq.algorithms.torso`); the TF network is
 :func:`actorq.algorithms.dqn.tf_networks.make_network`, the learner :mod:`actorq.algorithms.dqn.tf_learner`, the
 torch twin :class:`actorq.algorithms.dqn.torch_policy.QNetwork`. Actors explore epsilon-greedily with epsilons
 spread log-uniformly over the exploration streams (as Ape-X); evaluation takes the argmax; an actor kernel must
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from actorq.algorithms.base import Algorithm, PolicyNetwork, Ref, VerificationResult, check_positive
+from actorq.algorithms.torso import MLP, NATURE_CNN
 
 BOUNDS = {"fp32": 1e-4, "fp16": 3e-3, "int8": 0.10}
 """Kernel verification: max |Q - Q_fp32| / max |Q_fp32| per precision."""
@@ -125,6 +127,7 @@ class DQN(Algorithm):
     torch_policy = Ref("actorq.algorithms.dqn.torch_policy", "make")
     verification_bounds = BOUNDS
     checkpoint_policy = "network"  # Acme's DQNLearner.state names its online Q-network so
+    torsos = (MLP, NATURE_CNN)
 
     def validate(self, settings: DQNSettings) -> None:
         validate_settings(settings, self.name)

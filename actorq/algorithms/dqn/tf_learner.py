@@ -44,10 +44,15 @@ def build(
     dqn = algorithms.get(config.algorithm).settings(config)
     if not isinstance(dqn, DQNSettings):
         raise TypeError(f"DQN's learner needs DQNSettings; {config.algorithm}'s are {type(dqn).__name__}")
-    network = make_network(spec.actions.num_values, config.network.policy_layers)
+    observations = spec.observations
+    torso = algorithms.get(config.algorithm).torso(
+        config.network.torso, observations.shape, observations.dtype
+    )
+    network = make_network(spec.actions.num_values, config.network.policy_layers, torso)
     if config.learner.einsum_dense:
         use_einsum_dense(network)
-    if tf_nets.needs_flattening(spec.observations):  # frames from replay: cast and flatten before the MLP
+    # Frames from replay: an MLP reads them cast and flattened; a conv torso casts and scales them itself.
+    if not torso.is_conv and tf_nets.needs_flattening(spec.observations):
         network = snt.Sequential([tf_nets.FlatObservation(), network])
     # Priority updates go back to the server that holds each item: with shards, a router the dataset teaches.
     priorities = priority_client(replay_address, config) if config.replay.prioritized else None

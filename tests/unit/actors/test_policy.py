@@ -43,7 +43,7 @@ from actorq.quantize.codec import (
     decode_message,
     encode_message,
 )
-from tests.kernel_outcomes import check_available, check_refused_and_fell_back
+from tests.kernel_outcomes import applies, check_available, check_refused_and_fell_back
 
 PRECISION_BOUND = {"fp32": 1e-5, "fp16": 2e-3, "int8": 0.05}
 """Max error asserted per precision on these test networks (int8: ~3x the largest measured, fbgemm's 7-bit)."""
@@ -72,6 +72,8 @@ def make_policy(status, name: str, algorithm: str = "d4pg", out_dim: int = 3) ->
     refused by name and fallen back from (an unexplained rejection or an unavailable kernel fails)."""
     selection = status(algorithm, out_dim)
     check_available(selection, name)
+    if not applies(selection, name):
+        return None
     precision, kernel = name.split("/")
     if name not in selection.order:
         spec = PolicySpec.build(algorithm, OBS, out_dim, LAYERS, -2.0, 2.0)

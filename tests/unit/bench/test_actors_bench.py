@@ -239,6 +239,9 @@ def test_summary_compares_each_env_count_with_fp32_at_the_same_count_and_with_on
     assert n8["steps_bound_vs_one_env"] == pytest.approx(1e3 / rows["int8/c8"]["steps_per_s"] / best)
     assert n8["steps_bound_vs_one_env"] > n8["vs_one_env"]  # the floor is below the 0.5 ms measured
     assert "at most" in notes[1] and f"{n8['steps_bound_vs_one_env']:.2f}x N=1's" in notes[1]
+    # A conv torso's multiply-adds (each weight reused at every output position) count on top of the matrices'.
+    batching_notes(list(rows.values()), {"w1": np.zeros((64, 64)), "c": np.zeros((8, 4, 3, 3))}, 64, 1000)
+    assert n8["inference_floor_ms"] == pytest.approx((64 * 64 + 1000) / n8["gemm_gmacs"] / 1e6)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])

@@ -36,7 +36,7 @@ from actorq.actors.policy import ActorPolicy
 from actorq.algorithms.d4pg.torch_policy import D4PGPolicy
 from actorq.algorithms.dqn.torch_policy import QNetwork
 from actorq.networks.mapping import MappingError, mapping_table, tf_to_torch_state, torch_state_shapes
-from tests.kernel_outcomes import check_available, check_refused_and_fell_back
+from tests.kernel_outcomes import applies, check_available, check_refused_and_fell_back
 
 FP32_ATOL = 1e-5
 PRECISION_BOUNDS = {"fp32": 1e-5, "fp16": 2e-3, "int8": 0.06}
@@ -55,6 +55,8 @@ def policy_for(name: str, algorithm: str, obs_dim: int, out_dim: int, layers, lo
         _STATUS[key] = select_kernel(spec, "auto", use_cache=False, budget_s=0.02)[1]
     selection = _STATUS[key]
     check_available(selection, name)
+    if not applies(selection, name):
+        return None
     precision, kernel = name.split("/")
     if name not in selection.order:
         check_refused_and_fell_back(

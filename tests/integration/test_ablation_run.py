@@ -19,7 +19,7 @@ def test_ablation_cli_runs_real_actors_and_writes_json(tmp_path):
     save_config(tiny_config("d4pg"), cfg)
     out = tmp_path / "ablation.json"
     code = main(
-        ["bench", "ablation", str(cfg), "--periods", "10", "--sweep-periods", "", "--seconds", "1",
+        ["ablation", str(cfg), "--periods", "10", "--sweep-periods", "", "--seconds", "1",
          "--repeats", "1", "--json", str(out)]
     )  # fmt: skip
     assert code == 0
