@@ -18,7 +18,11 @@ LEARNER_STEP = 1234
 
 
 def config_for(algorithm: str):
-    """A tiny config of ``algorithm`` whose int8 kernels quantize a hidden layer (>= 32 features)."""
+    """A tiny config of ``algorithm`` whose int8 kernels quantize a hidden layer (>= 32 features); ``dqn_conv``:
+    DQN's Nature CNN torso on ALE Pong frames."""
+    if algorithm == "dqn_conv":
+        overrides = ["network.policy_layers=[64]", "env.max_episode_steps=30"]
+        return load_config(ROOT / "configs" / "dqn" / "atari_pong.yaml", overrides)
     if algorithm == "ddpg":
         overrides = [
             "network.policy_layers=[64,64]",
@@ -37,9 +41,11 @@ def tf_policy(config):
     """The algorithm's TF policy network (its variables created, then set to random values so the policy is not
     the near-zero initial one) and its environment spec."""
 
+    from acme.tf import utils as tf2_utils
+
     from actorq.envs import make_environment
-    from actorq.networks import tf_nets
     from actorq.replay.tables import environment_spec_for
+    from actorq.roles.torso import run_torso
 
     env = make_environment(config.env)
     spec = environment_spec_for(env)
@@ -48,16 +54,17 @@ def tf_policy(config):
     build = algo.tf_networks.load()
     layers = config.network.policy_layers
     if config.algorithm == "dqn":
-        net = build(spec.actions.num_values, layers)
+        torso = run_torso(config)
+        net = build(spec.actions.num_values, layers, torso if torso.is_conv else None)
     elif config.algorithm == "d4pg":
         s = algo.settings(config)
         net = build(spec.actions, layers, s.critic_layers, s.vmin, s.vmax, s.num_atoms)["policy"]
     else:
         net = build(spec.actions, layers, algo.settings(config).critic_layers)["policy"]
-    tf_nets.create_variables(net, spec.observations.shape[0])
+    tf2_utils.create_variables(net, [spec.observations])
     rng = np.random.default_rng(3)
     for v in net.variables:  # a trained network's scale: ~1/sqrt(fan-in) weights, small offsets
-        scale = 1.5 / np.sqrt(v.shape[0]) if len(v.shape) == 2 else 0.1
+        scale = 1.5 / np.sqrt(np.prod(v.shape[:-1])) if len(v.shape) >= 2 else 0.1  # fan-in
         center = 1.0 if "layer_norm/scale" in v.name else 0.0
         v.assign(rng.normal(center, scale, v.shape).astype(np.float32))
     return net, spec
@@ -74,7 +81,7 @@ def make_run(run_dir: Path, algorithm: str) -> tuple[Path, object]:
     target = copy.deepcopy(net)
     for v in target.variables:  # same variable names as the online policy, other values: must not be read
         v.assign(tf.zeros_like(v))
-    key = algorithms.get(algorithm).checkpoint_policy
+    key = algorithms.get(config.algorithm).checkpoint_policy
     checkpoint = tf.train.Checkpoint(
         **{key: net, f"target_{key}": target, "num_steps": tf.Variable(LEARNER_STEP, dtype=tf.int32)}
     )

@@ -22,25 +22,26 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("runs")
-    return {a: make_run(base / a, a) for a in ("dqn", "d4pg", "ddpg")}
+    return {a: make_run(base / a, a) for a in ("dqn", "d4pg", "ddpg", "dqn_conv")}
 
 
-@pytest.mark.parametrize("algorithm", ["dqn", "d4pg", "ddpg"])
+@pytest.mark.parametrize("algorithm", ["dqn", "d4pg", "ddpg", "dqn_conv"])
 def test_the_checkpoint_read_back_is_the_learners_online_policy(runs, algorithm):
     import tensorflow as tf
 
+    from actorq.actors.kernels import probe_inputs
     from actorq.trained.weights import fp32_reference, load_weights
 
     run_dir, net = runs[algorithm]
     weights = load_weights(run_dir)
     assert (weights.checkpoint, weights.learner_step) == (1, LEARNER_STEP)
     policy = fp32_reference(weights, batch=16)
-    obs = np.random.default_rng(0).standard_normal((16, policy.obs_dim)).astype(np.float32)
+    obs = probe_inputs(policy.spec, n=16, seed=0)  # vectors, or frames for the conv torso
     want = net(tf.constant(obs)).numpy()
     np.testing.assert_allclose(policy(obs), want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
 
 
-@pytest.mark.parametrize("algorithm", ["dqn", "d4pg"])
+@pytest.mark.parametrize("algorithm", ["dqn", "d4pg", "dqn_conv"])
 def test_evaluate_reports_returns_intervals_and_agreement(runs, algorithm):
     from actorq.trained.evaluate import describe, evaluate
     from actorq.trained.weights import load_weights
@@ -53,7 +54,7 @@ def test_evaluate_reports_returns_intervals_and_agreement(runs, algorithm):
     assert result["iqm"]["low"] <= result["iqm"]["value"] <= result["iqm"]["high"]
     assert "BCa bootstrap" in result["method"]
     assert result["agreement_states"] > 0
-    measure = result["agreement"] if algorithms.get(algorithm).discrete else result["action_error"]
+    measure = result["agreement"] if algorithms.get(result["algorithm"]).discrete else result["action_error"]
     assert measure is not None and 0.0 <= measure <= 1.0
     assert "IQM" in describe(result) and "int8 vs fp32" in describe(result)
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from actorq import algorithms
+from actorq.trained.cli import FORMATS
 from tests.unit.trained.fake_runs import LEARNER_STEP, make_run
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -24,7 +25,7 @@ def weights(tmp_path_factory):
     from actorq.trained.weights import load_weights
 
     base = tmp_path_factory.mktemp("runs")
-    return {a: load_weights(make_run(base / a, a)[0]) for a in ("dqn", "d4pg")}
+    return {a: load_weights(make_run(base / a, a)[0]) for a in ("dqn", "d4pg", "dqn_conv")}
 
 
 def load(fmt: str, path: Path):
@@ -47,16 +48,18 @@ def read_record(fmt: str, path: Path) -> dict:
     return json.loads(torch.load(str(path), weights_only=True)["actorq"])
 
 
-@pytest.mark.parametrize("algorithm", ["dqn", "d4pg"])
+CASES = [
+    ("int8", "onnx"),
+    ("int8", "torchscript"),
+    ("int8", "state-dict"),
+    ("fp16", "torchscript"),
+    ("fp32", "onnx"),
+]
+
+
 @pytest.mark.parametrize(
-    "precision, fmt",
-    [
-        ("int8", "onnx"),
-        ("int8", "torchscript"),
-        ("int8", "state-dict"),
-        ("fp16", "torchscript"),
-        ("fp32", "onnx"),
-    ],
+    "algorithm, precision, fmt",
+    [(a, p, f) for a in ("dqn", "d4pg") for p, f in CASES] + [("dqn_conv", "int8", f) for f in FORMATS],
 )
 def test_the_file_computes_the_learners_policy_within_its_bound(weights, tmp_path, algorithm, precision, fmt):
     from actorq.actors.kernels import probe_inputs
@@ -67,15 +70,16 @@ def test_the_file_computes_the_learners_policy_within_its_bound(weights, tmp_pat
     out = tmp_path / f"policy.{fmt}"
     meta = export(w, precision, fmt, out)
     ref_policy = fp32_reference(w)
-    x = probe_inputs(ref_policy.spec, n=64, seed=9)  # other observations than the export checked itself on
+    x = probe_inputs(ref_policy.spec, n=32, seed=9)  # other observations than the export checked itself on
     got = one_at_a_time(load(fmt, out), x)
-    algo = algorithms.get(algorithm)
+    algo = algorithms.get(w.config.algorithm)
     check = algo.verify(got, ref_policy(x), precision, ref_policy.spec.action_range)
     assert check.ok, check.detail
     record = read_record(fmt, out)
     assert record == json.loads(json.dumps(meta))
     assert record["precision"] == precision and record["learner_step"] == LEARNER_STEP
-    assert record["observation"]["shape"] == [ref_policy.obs_dim]
+    assert record["observation"]["shape"] == list(ref_policy.obs_shape)
+    assert record["input"]["shape"] == [None, *ref_policy.spec.input_shape]
     assert record["action"]["discrete"] == algo.discrete
     assert record["fidelity"]["within_bound"]
     if precision == "int8":
@@ -104,7 +108,7 @@ def onnx_example() -> str:
     return match.group(1)
 
 
-@pytest.mark.parametrize("algorithm", ["dqn", "d4pg"])
+@pytest.mark.parametrize("algorithm", ["dqn", "d4pg", "dqn_conv"])
 def test_the_documented_onnx_example_reproduces_the_int8_actions(weights, tmp_path, algorithm):
     from actorq.actors.kernels import probe_inputs
     from actorq.trained.export import export, one_at_a_time
@@ -121,10 +125,10 @@ def test_the_documented_onnx_example_reproduces_the_int8_actions(weights, tmp_pa
     assert printed.getvalue().startswith("int8 ")
     # The example's own session and rule, on many observations:
     int8 = policy_at(w, "int8", batch=1)
-    x = probe_inputs(int8.spec, n=64, seed=11)
+    x = probe_inputs(int8.spec, n=32, seed=11)
     session = namespace["session"]
     out = one_at_a_time(lambda obs: session.run(["out"], {"obs": obs})[0], x)
-    algo = algorithms.get(algorithm)
+    algo = algorithms.get(w.config.algorithm)
     int8_out = one_at_a_time(int8, x)
     for reference in (int8_out, fp32_reference(w)(x)):
         check = algo.verify(out, reference, "int8", int8.spec.action_range)
