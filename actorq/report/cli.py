@@ -352,8 +352,13 @@ def _main(args: argparse.Namespace) -> int:
         raise UsageError(f"--fraction must be in (0, 1], got {args.fraction}")
     if args.coverage_sims < 0:
         raise UsageError(f"--coverage-sims must be >= 0, got {args.coverage_sims}")
+    out = args.out
+    if out is None:
+        if len(args.dirs) != 1:
+            raise UsageError("give --out: where the report goes (it defaults to DIR/report only for one DIR)")
+        out = Path(args.dirs[0]) / "report"
     path = build_report(
-        args.dirs, args.out, args.bench, args.window, args.fraction, args.statistic, args.plan,
+        args.dirs, out, args.bench, args.window, args.fraction, args.statistic, args.plan,
         args.coverage_sims, args.preregistered,
     )  # fmt: skip
     sys.stdout.write(f"report: {path}\n")
@@ -368,7 +373,9 @@ def add_subcommands(subparsers: Any) -> None:
     parser.add_argument(
         "dirs", nargs="*", help="run directories or directories of runs (an experiment's --out)"
     )
-    parser.add_argument("--out", required=True, help="output directory (report.md, figures, report.json)")
+    parser.add_argument(
+        "--out", help="output directory (report.md, figures, report.json); default DIR/report for one DIR"
+    )
     parser.add_argument(
         "--bench", action="append", default=[], metavar="JSON", help="bench results to include"
     )

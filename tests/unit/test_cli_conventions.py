@@ -10,8 +10,10 @@ import actorq
 from actorq.cli import build_parser, main
 
 
-def test_report_of_a_missing_directory_is_exit_2(tmp_path, capsys):
-    assert main(["report", str(tmp_path / "nonexistent"), "--out", str(tmp_path / "out")]) == 2
+@pytest.mark.parametrize("out", [True, False])
+def test_report_of_a_missing_directory_is_exit_2(tmp_path, capsys, out):
+    where = ["--out", str(tmp_path / "out")] if out else []
+    assert main(["report", str(tmp_path / "nonexistent"), *where]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: no such run directory") and not (tmp_path / "out").exists()
 

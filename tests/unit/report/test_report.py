@@ -193,6 +193,11 @@ def test_report_cli(experiment, tmp_path):
     assert main(["report", str(experiment), "--out", str(tmp_path / "r"), "--window", "2"]) == 0
     assert (tmp_path / "r" / "report.md").is_file()
     assert main(["report", str(experiment), "--out", str(tmp_path / "r"), "--window", "0"]) == 2
+    # One input and no --out: the report goes to DIR/report, and a second report of DIR still sees only its runs.
+    for _ in range(2):
+        assert main(["report", str(experiment), "--window", "2"]) == 0
+        assert (experiment / "report" / "report.md").read_text() == (tmp_path / "r" / "report.md").read_text()
+    assert main(["report", str(experiment), str(experiment)]) == 2  # two inputs: where to is not guessed
 
 
 def test_negative_rewards_threshold_is_reachable(tmp_path):
