@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from actorq.config import PRECISIONS
+from actorq.trained import FORMATS
 from actorq.usage import positive_int
 
 DEFAULT_SEED = 1000
 """Episode ``j`` of ``actorq evaluate`` plays the environment seeded ``SEED + j``."""
-FORMATS = ("onnx", "torchscript", "state-dict")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -36,7 +36,7 @@ from actorq.actors.kernels.verify import reference_outputs
 from actorq.envs import environment_spec
 from actorq.errors import UsageError
 from actorq.quantize.codec import WeightMessage
-from actorq.trained.cli import FORMATS
+from actorq.trained import FORMATS
 from actorq.trained.weights import TrainedWeights, fp32_reference, policy_message, precision_config
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,8 @@ Every module under ``actorq/`` is parsed, and three kinds of reference to anothe
 levels read from the README's table: ``import`` statements, modules loaded by name (``importlib.import_module
 ("...")``, ``__import__("...")``, or any string that names an ``actorq`` module, such as the CLI's list of optional
 subcommand modules) and modules started as processes (``[sys.executable, "-m", "..."]``). A module may use modules
-of a lower level and of its own package; level 0 modules may use each other. Besides: only ``actorq/replay``
+of a lower level and of its own package; level 0 modules may use each other; no modules import each other around a
+circle (every import statement counted, in functions too). Besides: only ``actorq/replay``
 imports reverb; actors and quantize never import TensorFlow; learners and quantize never import torch; nothing
 imports ``actorq.studies`` but the CLI; nothing imports the ``launch/`` scripts, which are not installed.
 
@@ -358,3 +359,69 @@ def test_checker_allows_what_an_algorithm_package_is_made_of():
     assert (
         violations(("bench", "x.py"), "from actorq.algorithms.d4pg.tf_networks import make_networks\n") == []
     )
+
+
+def imported_names(source: str, module: str, is_package: bool) -> set[str]:
+    """Every module name an ``import`` statement of ``module`` may load, at module level or inside a function
+    (``from a import b`` names both ``a`` and ``a.b``; relative imports resolved)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module if is_package else module.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    anchor = anchor.rpartition(".")[0]
+                base = f"{anchor}.{base}" if node.module else anchor
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_cycles(sources: dict[str, tuple[str, bool]]) -> list[list[str]]:
+    """The import circles among ``{module: (source, is_package)}``: each a sorted list of modules that import each
+    other, directly or around a loop. A package importing its own submodules, or a module its parent packages,
+    is no circle of files."""
+    import networkx as nx
+
+    def resolve(name: str) -> str | None:
+        while name and name not in sources:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = nx.DiGraph()
+    graph.add_nodes_from(sources)
+    for module, (source, is_package) in sources.items():
+        for name in imported_names(source, module, is_package):
+            target = resolve(name)
+            if target is None or target == module or module.startswith(target + "."):
+                continue
+            if is_package and target.startswith(module + "."):
+                continue
+            graph.add_edge(module, target)
+    return sorted(sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1)
+
+
+def test_no_import_circles_in_actorq():
+    sources = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        is_package = parts[-1] == "__init__"
+        sources[".".join(parts[:-1] if is_package else parts)] = (path.read_text(), is_package)
+    assert len(sources) > 100
+    assert import_cycles(sources) == []
+
+
+def test_the_circle_finder_sees_a_function_level_circle_and_ignores_a_package_loading_its_modules():
+    sources = {
+        "p": ("from p import a\nfrom . import b\n", True),
+        "p.a": ("import os\nfrom p import b\n", False),
+        "p.b": ("def f():\n    from .c import X\n", False),
+        "p.c": ("def g():\n    from p.a import Y\n", False),
+        "p.d": ("from p import c\n", False),
+    }
+    assert import_cycles(sources) == [["p.a", "p.b", "p.c"]]
+    sources["p.c"] = ("import p\n", False)
+    assert import_cycles(sources) == []

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from actorq import algorithms
-from actorq.trained.cli import FORMATS
+from actorq.trained import FORMATS
 from tests.unit.trained.fake_runs import LEARNER_STEP, make_run
 
 ROOT = Path(__file__).resolve().parents[3]
