@@ -23,24 +23,33 @@ ROLES = ("learner", "actor_0")
 SUMMARY = {"exit": "target", "wall_seconds": 12.5, "learner": {"steps": 30}}
 
 
-def write_rows(run_dir, first: int, last: int, extra: bool = False) -> None:
-    for role in ROLES:
-        metrics = MetricsWriter(run_dir / role, tensorboard=writer)
+def open_writers(run_dir) -> dict[str, MetricsWriter]:
+    """One metrics writer per role for the whole test, as a role has: TensorFlow names an event file by the second
+    and a per-process counter, so two writers opened for one directory in one second may sort out of creation order
+    (counter 10 before 8), and TensorBoard then skips the earlier file's points."""
+    return {role: MetricsWriter(run_dir / role, tensorboard=writer) for role in ROLES}
+
+
+def write_rows(writers: dict[str, MetricsWriter], first: int, last: int, extra: bool = False) -> None:
+    for metrics in writers.values():
         for i in range(first, last):
             row = {"step": 10 * i, "steps_per_s": 1.0 + i, "label": "x"}
             if extra:
                 row["loss"] = 0.5 / (i + 1)  # a column the first rows did not have
             metrics.write(row)
-        metrics.close()
 
 
 def tracked_run(tmp_path, backend: str) -> Tracker:
     config = replace(tiny_config(), **{"tracking.backend": backend})
     tracker = Tracker(config, tmp_path, ROLES)
-    write_rows(tmp_path, 0, 3)
+    writers = open_writers(tmp_path)
+    write_rows(writers, 0, 3)
     assert tracker.poll() == 6
-    write_rows(tmp_path, 3, 5, extra=True)
+    write_rows(writers, 3, 5, extra=True)
     assert tracker.poll() == 4 and tracker.poll() == 0  # only new rows are sent
+    for metrics in writers.values():
+        metrics.close()
+    assert all(len(list((tmp_path / role / "tb").iterdir())) == 1 for role in ROLES)  # one event file each
     tracker.finish(SUMMARY)
     assert tracker.active
     return tracker
@@ -131,6 +140,9 @@ def test_a_failing_tracker_is_dropped_and_the_run_goes_on(tmp_path, monkeypatch)
         raise OSError("No space left on device")
 
     monkeypatch.setattr(tracker._backend, "log_role", broken)
-    write_rows(tmp_path, 0, 2)
+    writers = open_writers(tmp_path)
+    write_rows(writers, 0, 2)
+    for metrics in writers.values():
+        metrics.close()
     assert tracker.poll() == 0 and not tracker.active
     tracker.finish(SUMMARY)  # no error
