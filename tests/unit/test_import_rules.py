@@ -363,7 +363,8 @@ def test_checker_allows_what_an_algorithm_package_is_made_of():
 
 def imported_names(source: str, module: str, is_package: bool) -> set[str]:
     """Every module name an ``import`` statement of ``module`` may load, at module level or inside a function
-    (``from a import b`` names both ``a`` and ``a.b``; relative imports resolved)."""
+    (``from a import b`` names both ``a`` and ``a.b``; relative imports resolved). Not :func:`references`: that one
+    also counts strings naming a module (no import happens) and skips relative imports, which a circle may use."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):

@@ -30,6 +30,11 @@ def open_writers(run_dir) -> dict[str, MetricsWriter]:
     return {role: MetricsWriter(run_dir / role, tensorboard=writer) for role in ROLES}
 
 
+def close_writers(writers: dict[str, MetricsWriter]) -> None:
+    for metrics in writers.values():
+        metrics.close()
+
+
 def write_rows(writers: dict[str, MetricsWriter], first: int, last: int, extra: bool = False) -> None:
     for metrics in writers.values():
         for i in range(first, last):
@@ -47,8 +52,7 @@ def tracked_run(tmp_path, backend: str) -> Tracker:
     assert tracker.poll() == 6
     write_rows(writers, 3, 5, extra=True)
     assert tracker.poll() == 4 and tracker.poll() == 0  # only new rows are sent
-    for metrics in writers.values():
-        metrics.close()
+    close_writers(writers)
     assert all(len(list((tmp_path / role / "tb").iterdir())) == 1 for role in ROLES)  # one event file each
     tracker.finish(SUMMARY)
     assert tracker.active
@@ -142,7 +146,6 @@ def test_a_failing_tracker_is_dropped_and_the_run_goes_on(tmp_path, monkeypatch)
     monkeypatch.setattr(tracker._backend, "log_role", broken)
     writers = open_writers(tmp_path)
     write_rows(writers, 0, 2)
-    for metrics in writers.values():
-        metrics.close()
+    close_writers(writers)
     assert tracker.poll() == 0 and not tracker.active
     tracker.finish(SUMMARY)  # no error
