@@ -1,49 +1,11 @@
 """Versioned, self-describing, signed weight message: how the learner's weights travel to actors over Reverb.
 
-Wire layout, format 2 (all integers little-endian)::
-
-    offset 0   b"AQWM"                      magic
-           4   u16  format version          MESSAGE_VERSION (2; format 1 had no auth fields and no tag)
-           6   u16  auth                    AUTH_HMAC_SHA256 (1): a tag ends the message; AUTH_NONE (0): unsigned
-           8   8 bytes run id               fingerprint of the run's key (``signing.run_id_of``); zeros if unsigned
-          16   u32  header length H         JSON bytes, space-padded so the payload starts 8-aligned
-          20   u64  stored payload length P bytes on the wire (after zlib when compressed)
-          28   header JSON, utf-8           learner_step, version, precision, comm_bits, compressed,
-                                            payload_nbytes (uncompressed), tensors: [{name, shape,
-                                            encoding, bits, axis, scale: [off, len] | null,
-                                            data: [off, len]}], offsets relative to the uncompressed payload
-      28 + H   payload (P bytes)            segments 8-aligned; zlib stream of the whole when compressed
-  28 + H + P   u32  crc32 of every byte before it
-  32 + H + P   32 bytes HMAC-SHA256 tag     over every byte before it, with the stream's key (auth = 1 only)
-
-Encodings: ``f32`` ('<f4'), ``f16`` ('<f2'), ``q`` symmetric affine codes ``q = clamp(rint(x / s), -m, m)``
-with ``m = 2^(b-1) - 1``, stored as ``u = q + m`` in ``[0, 2m]`` and bit-packed (see ``packing``); the
-scale segment holds float32 ``s`` per output row (axis 0) or one per tensor. ``x^ = s * q``.
-
-Nothing is unpickled or evaluated: the header goes through ``json.loads`` only and arrays are read with
-``np.frombuffer``. Decoding checks, in order, and raises:
-  * more bytes than the receiver's cap (``max_bytes``, at most MAX_MESSAGE_BYTES) -> MalformedMessageError,
-    before anything else (the HMAC included) reads them;
-  * fewer bytes than magic and version -> TruncatedMessageError; wrong magic -> MalformedMessageError (it is
-    not an ActorQ message at all); format 1 -> LegacyUnsignedMessageError; other versions ->
-    UnsupportedVersionError;
-  * with a ``key`` (a signed run), before anything else is parsed: auth 0 (unsigned), another run's id, or a
-    tag that does not match -> UnauthenticatedMessageError. The tag is the last 32 bytes and covers all the
-    others, so nothing an attacker wrote is interpreted before it is verified;
-  * fewer bytes than the preamble or than its declared lengths -> TruncatedMessageError (a flipped length
-    field also lands here or in MalformedMessageError, since lengths are checked before the crc);
-  * crc32 mismatch -> ChecksumMismatchError;
-  * any header inconsistency -> MalformedMessageError; names/shapes against ``expected`` ->
-    UnknownTensorError, MissingTensorError, ShapeMismatchError (before any decompression);
-  * NaN/Inf in values or scales -> NonFiniteWeightsError.
-Without a ``key`` the tag, if any, is not checked: only runs started with ``--insecure-weights`` and offline tools
-read messages that way. Whether a verified message is *stale* (a replayed older version) is the receiver's call.
-Decompression is bounded by the declared size, so a zip bomb can't allocate more than it claims, and
-the claim itself is capped by MAX_PAYLOAD_BYTES and by deflate's maximum ratio. Encoding refuses NaN/Inf
-(and fp16 overflow) with NonFiniteWeightsError, so a diverged learner is reported at the source.
-
-Decoded f32/f16 arrays are zero-copy views into the message buffer: read-only for ``bytes``; for a
-writable buffer they alias it, so copy before mutating either.
+The wire layout (format 2), the encodings and the order of decoding's checks, each with the error it raises, are in
+docs/weight-message.md. Nothing is unpickled or evaluated: the header goes through ``json.loads`` only and arrays
+are read with ``np.frombuffer``; the receiver's byte cap is checked before anything else reads the bytes, and with
+a ``key`` the HMAC tag is verified before anything an attacker wrote is parsed. Decoded f32/f16 arrays are
+zero-copy views into the message buffer: read-only for ``bytes``; for a writable buffer they alias it, so copy
+before mutating either.
 """
 
 from __future__ import annotations
