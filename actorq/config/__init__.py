@@ -5,8 +5,9 @@ whose keys are exactly these dataclass fields (nested sections for nested datacl
 overrides, validates, and returns an :class:`ExperimentConfig`. Unknown keys and invalid values raise
 :class:`ConfigError` naming the key and listing what is allowed.
 
-The choices and dataclasses are defined in :mod:`actorq.config.schema`; coercion, overrides, validation and
-load/save in :mod:`actorq.config.loading`. Import from ``actorq.config``, which re-exports both.
+The choices and dataclasses are defined in :mod:`actorq.config.schema`; coercion, overrides and load/save in
+:mod:`actorq.config.loading`; the checks in :mod:`actorq.config.validation`. Import from ``actorq.config``, which
+re-exports them.
 
 The algorithm's own settings are the section named after it, defined and checked by its package
 (:mod:`actorq.algorithms`); the other sections are shared by every algorithm. Example YAML::

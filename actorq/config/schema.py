@@ -1,7 +1,8 @@
 """The experiment configuration's schema: the allowed choices and one frozen dataclass per YAML section.
 
 Every field carries a docstring (the string literal under it); the YAML keys are exactly these fields (nested
-sections for nested dataclasses). Loading, overriding and validating them is :mod:`actorq.config.loading`.
+sections for nested dataclasses). Loading and overriding them is :mod:`actorq.config.loading`, validating them
+:mod:`actorq.config.validation`.
 """
 
 from __future__ import annotations
