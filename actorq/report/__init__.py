@@ -40,6 +40,7 @@ Modules, from the bottom up (each imports only modules above it in this list; no
   bandwidth, against delivered);
 * ``machines``: where a task's runs ran, one line per machine, and the caveat when they come from several;
 * ``render``: the figures;
+* ``sections``: the report's markdown section per task and per benchmark file;
 * ``cli``: ``actorq report``.
 
 The QAT study's statistics and report (``actorq qat-report``) are study code: :mod:`actorq.studies.qat_stats`,
