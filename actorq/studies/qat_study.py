@@ -17,7 +17,6 @@ integer codes, integer accumulation); the deployed returns are the QAT result. `
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
@@ -33,9 +32,17 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 
 from actorq.progress import TaskProgress
-from actorq.studies import envs, ptq, qat, qat_deploy, qat_finetune, zoo
-from actorq.studies import torch_fake_quant as tq
+from actorq.studies import envs, qat, qat_finetune, zoo
 from actorq.studies.policy_stats import action_stats, weight_ranges
+from actorq.studies.qat_outcomes import (
+    CALIB_STEPS,
+    CHECK_OBS_SEED,
+    CONTROL_KIND,
+    control_outcome,
+    evaluate,
+    ptq_widths,
+    qat_outcome,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -79,15 +86,11 @@ BITS = (
 )  # low widths first (where PTQ and QAT can differ), then 8, 6 and the paper's 5 and 3
 EPISODES = 30
 SEEDS = 3
-CALIB_STEPS = 500
-CHECK_OBS_SEED = 7
 CURVE_POINTS = 25
 SCHEDULES = ("finetune", "from_scratch")  # QAT schedules: the recipe (default), and the committed study's
 CONTROL = "ft32"
 """The fine-tune control's cell and record name: the ``finetune`` schedule's fine-tune of the fp32 policy, same
 recipe, seed and steps, with no quantization (so QAT against it isolates the quantization from the training)."""
-CONTROL_KIND = "fp32_finetune"
-"""The control record's ``kind``, and the field holding its per-episode returns."""
 FINETUNE_FIELDS = ("schedule", "recipe", "finetune_start", "ranges_frozen_at", "lr_seen")
 """What a fine-tune (QAT or control) record copies from :func:`qat_finetune.finetune_qat`'s run info."""
 Cell = tuple[Any, int | str | None, int]
@@ -177,38 +180,6 @@ def write_record(path: Path, record: dict[str, Any]) -> None:
     os.replace(tmp, path)  # a killed run never leaves a half-written record that would be skipped
 
 
-def evaluate(model: BaseAlgorithm, env: str | envs.EnvSpec, episodes: int, replicate: int = 0) -> list[float]:
-    """Greedy episode returns on evaluation seed ``replicate`` (a pair's cells all use replicate 0)."""
-    return envs.evaluate(model, env, episodes, seed=envs.eval_seed(replicate)).round(4).tolist()
-
-
-def ptq_widths(
-    model: BaseAlgorithm,
-    env: str | envs.EnvSpec,
-    bits: list[int],
-    episodes: int,
-    calib: np.ndarray,
-    replicate: int = 0,
-) -> tuple[dict[str, dict[str, list[float]]], dict[str, Any]]:
-    """PTQ W and W+A of ``model`` at each width, evaluated, the model restored after each; returns
-    ``({"ptq_w": {bits: returns}, "ptq_wa": {...}}, activation ranges of the first W+A)``.
-
-    The one PTQ definition of the study: an fp32 cell, the completion of an older fp32 record and a zoo agent's
-    fp32 replicate all come through here, with activation ranges calibrated on ``calib``.
-    """  # fmt: skip
-    state = copy.deepcopy(model.policy.state_dict())
-    res: dict[str, dict[str, list[float]]] = {"ptq_w": {}, "ptq_wa": {}}
-    act_ranges: dict[str, Any] = {}
-    for b in bits:
-        for key, act in (("ptq_w", None), ("ptq_wa", b)):
-            rep = ptq.quantize_policy(model, tq.QuantScheme.parse(str(b)), act_bits=act, calib_obs=calib)
-            res[key][str(b)] = evaluate(model, env, episodes, replicate)
-            if act is not None and not act_ranges:
-                act_ranges = rep["activation_ranges"]
-            ptq.unquantize_policy(model, state)
-    return res, act_ranges
-
-
 def run_fp32_cell(
     pair: Pair, seed: int, bits: list[int], episodes: int, out: Path | None = None
 ) -> dict[str, Any]:
@@ -274,45 +245,6 @@ def run_control_cell(pair: Pair, seed: int, episodes: int, out: Path | None = No
         "seed": seed, **{k: info[k] for k in FINETUNE_FIELDS}, "episodes": episodes,
         "train_seconds": info["train_seconds"], "curve": curve.curve,
         **control_outcome(model, pair.env_id, episodes),
-    }  # fmt: skip
-
-
-def control_outcome(
-    model: BaseAlgorithm, env: str | envs.EnvSpec, episodes: int, replicate: int = 0
-) -> dict[str, Any]:
-    """Evaluate a fine-tune control model (the :data:`CONTROL_KIND` returns, on the episodes a QAT cell of the
-    same seed is evaluated on), with ``weight_ranges``, ``action_stats`` and its count of fake-quant layers
-    (``fake_quant_layers``, 0: the evidence that nothing was quantized)."""
-    obs = envs.record_observations(model, env, CALIB_STEPS, seed=CHECK_OBS_SEED)
-    wrapped = sum(len(dict(tq.quant_layers(m))) for m in zoo.qat_modules(model).values())
-    return {
-        CONTROL_KIND: evaluate(model, env, episodes, replicate), "weight_ranges": weight_ranges(model),
-        "action_stats": action_stats(model, obs), "fake_quant_layers": wrapped,
-    }  # fmt: skip
-
-
-def qat_outcome(
-    model: BaseAlgorithm, env: str | envs.EnvSpec, episodes: int, replicate: int = 0
-) -> dict[str, Any]:
-    """Evaluate a trained QAT model as the fake-quant graph, check and deploy it as integers (in place),
-    evaluate the deployed policy: the record fields ``qat_fake_quant``, ``qat_deployed``, ``deploy_check``,
-    ``weight_ranges`` and ``action_stats``."""
-    fake_quant = evaluate(model, env, episodes, replicate)
-    obs = envs.record_observations(model, env, CALIB_STEPS, seed=CHECK_OBS_SEED)
-    stats = action_stats(model, obs)
-    ranges = weight_ranges(model)
-    a_fq = qat_deploy.actions(model, obs)
-    check = qat_deploy.check_equal(model, obs)
-    deployed_layers = qat_deploy.deploy_integer(model)
-    a_int = qat_deploy.actions(model, obs)
-    if a_fq.dtype.kind in "iu":
-        check["action_agreement"] = float(np.mean(a_fq == a_int))
-    else:
-        check["max_action_diff"] = float(np.max(np.abs(a_fq.astype(np.float64) - a_int)))
-    check["deployed_layers"] = deployed_layers
-    return {
-        "qat_deployed": evaluate(model, env, episodes, replicate), "qat_fake_quant": fake_quant,
-        "deploy_check": check, "weight_ranges": ranges, "action_stats": stats,
     }  # fmt: skip
 
 

@@ -5,7 +5,7 @@ training seeds of its own. Its cells are written in the pairs' record format, un
 ``<out>/records/zoo_<algo>_<env>/``, so ``actorq qat-report`` renders them unchanged:
 
 * ``fp32_s<r>.json``: the agent's fp32 return and its PTQ W and W+A at every width
-  (:func:`actorq.studies.qat_study.ptq_widths`, ranges calibrated on the same 500 observations for every ``r``),
+  (:func:`actorq.studies.qat_outcomes.ptq_widths`, ranges calibrated on the same 500 observations for every ``r``),
   evaluated on evaluation seed ``r``. ``r`` is an **evaluation replicate** (``"replicate": "evaluation"``):
   the spread across these records is episode noise only, not the training spread a pair's seeds carry.
 * ``qat<b>_s<s>.json``: the agent fine-tuned with fake quantization by the :class:`QatRecipe` with training seed
@@ -34,7 +34,9 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from actorq.progress import TaskProgress
 from actorq.studies import envs, qat_finetune, zoo
+from actorq.studies import qat_outcomes as qo
 from actorq.studies import qat_study as qs
+from actorq.studies.policy_stats import action_stats, weight_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -104,14 +106,14 @@ def run_fp32_replicate(ag: ZooAgent, replicate: int, bits: list[int], episodes: 
     """The agent's fp32 return and PTQ W / W+A at every width of ``bits``, on evaluation seed ``replicate``."""
     model, meta = zoo.load_policy(ag.path)
     spec = meta["env"]
-    fp32 = qs.evaluate(model, spec, episodes, replicate)
-    calib = envs.record_observations(model, spec, qs.CALIB_STEPS, seed=qs.CHECK_OBS_SEED)
-    res, act_ranges = qs.ptq_widths(model, spec, bits, episodes, calib, replicate)
+    fp32 = qo.evaluate(model, spec, episodes, replicate)
+    calib = envs.record_observations(model, spec, qo.CALIB_STEPS, seed=qo.CHECK_OBS_SEED)
+    res, act_ranges = qo.ptq_widths(model, spec, bits, episodes, calib, replicate)
     steps = int(meta.get("num_timesteps") or 0)
     return {
         "kind": "fp32", **_head(ag, meta, steps, replicate, episodes), "replicate": REPLICATE,
-        "train_seconds": 0.0, "curve": [], "fp32": fp32, **res, "weight_ranges": qs.weight_ranges(model),
-        "activation_ranges": act_ranges, "action_stats": qs.action_stats(model, calib),
+        "train_seconds": 0.0, "curve": [], "fp32": fp32, **res, "weight_ranges": weight_ranges(model),
+        "activation_ranges": act_ranges, "action_stats": action_stats(model, calib),
     }  # fmt: skip
 
 
@@ -128,7 +130,7 @@ def run_qat_cell(
     return {
         "kind": "qat", **_head(ag, meta, info["finetune_start"], seed, episodes), "replicate": "training",
         "bits": bits, "act_bits": info["act_bits"], **sched, "train_seconds": info["train_seconds"],
-        "curve": curve.curve, **qs.qat_outcome(model, spec, episodes, replicate=seed),
+        "curve": curve.curve, **qo.qat_outcome(model, spec, episodes, replicate=seed),
         "activation_ranges": info["activation_ranges"],
     }  # fmt: skip
 
@@ -144,10 +146,10 @@ def run_control_cell(
     curve = qs.CurveCallback(recipe.finetune_steps)
     model, info = qat_finetune.finetune_qat(model, spec, 0, recipe, callbacks=[curve], quantize=False)
     return {
-        "kind": qs.CONTROL_KIND, **_head(ag, meta, info["finetune_start"], seed, episodes),
+        "kind": qo.CONTROL_KIND, **_head(ag, meta, info["finetune_start"], seed, episodes),
         "replicate": "training", **{k: info[k] for k in qs.FINETUNE_FIELDS},
         "train_seconds": info["train_seconds"], "curve": curve.curve,
-        **qs.control_outcome(model, spec, episodes, replicate=seed),
+        **qo.control_outcome(model, spec, episodes, replicate=seed),
     }  # fmt: skip
 
 

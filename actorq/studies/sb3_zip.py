@@ -20,11 +20,8 @@ is refused with the field that made it so.
 
 from __future__ import annotations
 
-import io
-import json
 import logging
 import re
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +33,7 @@ from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
 from stable_baselines3.common.base_class import BaseAlgorithm
 from torch import nn
 
-from actorq.errors import UsageError
+from actorq.studies.sb3_zip_read import ZipLoadError, parse_space, plain_fields, read_zip
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +71,6 @@ TRAINING_ONLY_KWARGS = {
 }
 
 
-class ZipLoadError(UsageError):
-    """The zip cannot be loaded safely or is not a supported MlpPolicy model; the message says why."""
-
-
 @dataclass
 class LoadedZip:
     """A model rebuilt from a zip, with what was read to rebuild it."""
@@ -89,96 +82,9 @@ class LoadedZip:
     policy_kwargs: dict[str, Any]
 
 
-def read_zip(path: Path) -> tuple[dict[str, Any], dict[str, torch.Tensor], str]:
-    """The ``data`` JSON, the ``policy.pth`` state dict (weights only) and the SB3 version string."""
-    try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
-        raise ZipLoadError(f"{path} is not a readable zip file ({e})") from None
-    with zf:
-        names = set(zf.namelist())
-        for member in ("data", "policy.pth"):
-            if member not in names:
-                raise ZipLoadError(f"{path} has no {member!r} member: not a Stable-Baselines3 model zip")
-        try:
-            data = json.loads(zf.read("data"))
-        except json.JSONDecodeError as e:
-            raise ZipLoadError(f"{path}: 'data' is not JSON ({e})") from None
-        try:
-            state = torch.load(io.BytesIO(zf.read("policy.pth")), map_location="cpu", weights_only=True)
-        except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError/RuntimeError for refused content
-            raise ZipLoadError(f"{path}: policy.pth is not a plain tensor state dict ({e})") from None
-        version = (
-            zf.read("_stable_baselines3_version").decode().strip()
-            if "_stable_baselines3_version" in names
-            else "?"
-        )
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ZipLoadError(f"{path}: policy.pth is not a state dict of tensors")
-    return data, state, version
-
-
-def _plain(value: Any) -> dict[str, Any]:
-    """The readable attributes of a JSON field (SB3 writes them beside ``:serialized:``)."""
-    if not isinstance(value, dict):
-        return {}
-    return {k: v for k, v in value.items() if not k.startswith(":")}
-
-
-def parse_array(text: Any, shape: tuple[int, ...], field: str) -> np.ndarray:
-    """An array printed by numpy (``'[-1. -1. -8.]'``, ``'-2.0'``) back to numbers of ``shape``."""
-    if isinstance(text, (int, float)):
-        return np.full(shape, float(text))
-    if not isinstance(text, str) or "..." in text:
-        raise ZipLoadError(f"field {field} is not stored as a readable array (only in pickled form)")
-    try:
-        vals = np.array([float(t) for t in text.replace("[", " ").replace("]", " ").split()], np.float64)
-    except ValueError:
-        raise ZipLoadError(f"field {field} is not a readable array: {text[:80]!r}") from None
-    n = int(np.prod(shape))
-    if vals.size == 1 and n != 1:
-        vals = np.full(n, vals[0])
-    if vals.size != n:
-        raise ZipLoadError(f"field {field} has {vals.size} values, its shape {shape} needs {n}")
-    return vals.reshape(shape)
-
-
-def _readable(attrs: dict[str, Any], key: str) -> Any:
-    value = attrs.get(key)
-    if isinstance(value, str) and "..." in value and isinstance(attrs.get(f"{key}_repr"), str):
-        return attrs[f"{key}_repr"]
-    return value
-
-
-def parse_space(data: dict[str, Any], name: str) -> spaces.Space:
-    """Rebuild ``observation_space``/``action_space`` (Box or Discrete) from its readable attributes."""
-    raw = data.get(name)
-    if raw is None:
-        raise ZipLoadError(f"the zip's data has no {name!r} field")
-    kind = str(raw.get(":type:", "")) if isinstance(raw, dict) else ""
-    attrs = _plain(raw)
-    if kind.endswith(".Discrete'>"):
-        if "n" not in attrs:
-            raise ZipLoadError(f"field {name}.n is only stored in pickled form")
-        return spaces.Discrete(int(attrs["n"]), start=int(attrs.get("start", 0)))
-    if kind.endswith(".Box'>"):
-        shape = attrs.get("_shape", attrs.get("shape"))
-        if shape is None or "dtype" not in attrs:
-            raise ZipLoadError(f"fields {name}.shape/dtype are only stored in pickled form")
-        shape = tuple(int(s) for s in shape)
-        dtype = np.dtype(attrs["dtype"])
-        # Large arrays (images) are printed with "...": SB3 also writes low_repr/high_repr, a scalar when uniform.
-        low = parse_array(_readable(attrs, "low"), shape, f"{name}.low")
-        high = parse_array(_readable(attrs, "high"), shape, f"{name}.high")
-        return spaces.Box(low.astype(dtype), high.astype(dtype), shape=shape, dtype=dtype)
-    raise ZipLoadError(
-        f"{name} is {kind or 'missing its type'}: only Box and Discrete spaces (MlpPolicy) are supported"
-    )
-
-
 def detect_algo(data: dict[str, Any], state: dict[str, torch.Tensor]) -> str:
     """Algorithm name from the readable ``policy_class.__module__`` and hyperparameter fields."""
-    module = str(_plain(data.get("policy_class")).get("__module__", ""))
+    module = str(plain_fields(data.get("policy_class")).get("__module__", ""))
     if module.startswith("sb3_contrib.qrdqn") or any(k.startswith("quantile_net.") for k in state):
         return "qrdqn"
     if module.startswith("sb3_contrib"):
@@ -199,7 +105,7 @@ def detect_algo(data: dict[str, Any], state: dict[str, torch.Tensor]) -> str:
 
 def _check_policy_class(data: dict[str, Any]) -> str:
     """``"MlpPolicy"`` or ``"CnnPolicy"`` from the readable ``policy_class.__init__``; anything else is refused."""
-    init = str(_plain(data.get("policy_class")).get("__init__", ""))
+    init = str(plain_fields(data.get("policy_class")).get("__init__", ""))
     m = re.search(r"<function (\w+)\.__init__", init)
     if m and m.group(1) in CNN_POLICY_CLASSES:
         return "CnnPolicy"
@@ -284,7 +190,7 @@ def policy_kwargs_from(
         config_kwargs: ``policy_kwargs`` parsed from the zoo's ``config.yml`` (or None).
     """
     raw = data.get("policy_kwargs") or {}
-    fields = _plain(raw)
+    fields = plain_fields(raw)
     pickled_only = isinstance(raw, dict) and ":serialized:" in raw and not fields
     if pickled_only and config_kwargs is None:
         raise ZipLoadError(
@@ -370,7 +276,7 @@ def _cnn_kwargs(
     if key is None or not any(k.endswith("features_extractor.cnn.0.weight") for k in state):
         raise ZipLoadError("policy.pth has no NatureCNN features_extractor.cnn/linear layers")
     # normalize_images changes what the network computes (pixels / 255): read it, default as SB3 does.
-    normalize = _plain(data.get("policy_kwargs")).get("normalize_images", True)
+    normalize = plain_fields(data.get("policy_kwargs")).get("normalize_images", True)
     if not isinstance(normalize, bool):
         raise ZipLoadError(f"field policy_kwargs.normalize_images = {normalize!r} is not a boolean")
     return {

@@ -178,7 +178,7 @@ BOUNDARIES = {
     "actorq/roles/learner.py",  # the weight publisher thread: logged, raised in the learner's loop
     "actorq/studies/deploy.py",  # a deployment figure's ORT session (plain exceptions): recorded as failed
     "actorq/report/censored.py",  # lifelines' AFT fit on degenerate data (ConvergenceError, numpy's): no ratio
-    "actorq/studies/sb3_zip.py",  # torch.load of a user's zip: re-raised as a clear error
+    "actorq/studies/sb3_zip_read.py",  # torch.load of a user's zip: re-raised as a clear error
     "actorq/studies/zoo_env.py",  # gymnasium's env registry: re-raised as a clear error
 }
 
