@@ -11,6 +11,7 @@ import difflib
 import json
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,18 @@ def to_dict(config: Any) -> dict[str, Any]:
         return x
 
     return fix(out)
+
+
+def flat_keys(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested mapping (a config's :func:`to_dict`, a run summary) as one level of ``section.key`` keys, the form
+    overrides use: what config comparisons, trackers' parameters and the report's config differences read."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            out.update(flat_keys(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -14,8 +14,7 @@ from typing import Any
 
 import yaml
 
-from actorq.config import ConfigError
-from actorq.config.loading import to_dict
+from actorq.config import ConfigError, flat_keys, to_dict
 from actorq.experiments.orchestration import PlannedRun, run_finished, train_args, train_command
 from actorq.launchers.train import planned_config
 from actorq.metrics import read_metrics
@@ -96,16 +95,6 @@ def check_records(records_dir: Path, runs: list[PlannedRun], task: str) -> None:
             )
 
 
-def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flat(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def _saved_config(run_dir: Path, records_dir: Path, name: str) -> tuple[str, dict[str, Any]] | None:
     """Where the config of a run this experiment would skip as finished is, and that config; None when the run
     will run (again)."""
@@ -133,8 +122,8 @@ def check_finished_configs(args: argparse.Namespace, runs: list[PlannedRun], rec
         if saved is None:
             continue
         where, theirs = (
-            _flat(saved[1]),
-            _flat(to_dict(planned_config(run_args(args, run, out / run.name)))),
+            flat_keys(saved[1]),
+            flat_keys(to_dict(planned_config(run_args(args, run, out / run.name)))),
         )
         differ = [
             f"{k}: {where[k]!r} there, {theirs[k]!r} now"

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from actorq.config import ExperimentConfig, to_dict
+from actorq.config import ExperimentConfig, flat_keys, to_dict
 from actorq.errors import UsageError
 from actorq.metrics import read_metrics
 
@@ -59,18 +59,6 @@ def scalars(row: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested mappings as ``a.b.c`` keys (MLflow parameters, W&B summary)."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out.update(flatten(value, f"{name}."))
-        else:
-            out[name] = value
-    return out
-
-
 class _Backend:
     def start(self, run_dir: Path, name: str, config: dict[str, Any]) -> None: ...
     def log_role(self, role: str, step: int, values: Mapping[str, float]) -> None: ...
@@ -104,7 +92,7 @@ class _Wandb(_Backend):
         self._run.log({f"{role}/{STEP}": step, **{f"{role}/{k}": v for k, v in values.items()}})
 
     def finish(self, summary: Mapping[str, Any]) -> None:
-        self._run.summary.update({f"summary/{k}": v for k, v in flatten(summary).items()})
+        self._run.summary.update({f"summary/{k}": v for k, v in flat_keys(summary).items()})
         self._run.finish()
         self._wandb.teardown()  # ends wandb's service process: nothing of the tracker outlives the run
 
@@ -123,7 +111,7 @@ class _Mlflow(_Backend):
             mlflow.set_tracking_uri((run_dir / "mlruns").resolve().as_uri())
         mlflow.set_experiment(self._project)
         self._run = mlflow.start_run(run_name=name)
-        params = {k: str(v)[:500] for k, v in flatten(config).items()}
+        params = {k: str(v)[:500] for k, v in flat_keys(config).items()}
         mlflow.log_params(params)
         mlflow.log_dict(config, "config.json")
 

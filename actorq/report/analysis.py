@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from actorq.config import ConfigError, ExperimentConfig, schema_defaults
+from actorq.config import ConfigError, ExperimentConfig, flat_keys, schema_defaults
 from actorq.errors import UsageError
 from actorq.plan.regime import predicted_speedup
 from actorq.report import bootstrap, intervals, stats
@@ -301,14 +301,8 @@ COMPARED_AWAY = ("actor.precision", "quantizer.comm_bits", "seed", "paper")
 """Config keys that are supposed to differ between the runs of one comparison."""
 
 
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
-    out = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = str(value)
-    return out
+def _flatten(data: dict[str, Any]) -> dict[str, str]:
+    return {k: str(v) for k, v in flat_keys(data).items()}
 
 
 def _defaults(algorithm: Any) -> dict[str, str]:

@@ -10,7 +10,7 @@ import yaml
 
 from actorq import algorithms
 from actorq.cli import main
-from actorq.config import config_from_dict, load_config, to_dict
+from actorq.config import config_from_dict, flat_keys, load_config, to_dict
 from actorq.config.reference import render, sections
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,18 +38,8 @@ def test_every_schema_key_is_listed():
     listed = {key.name for _t, _i, keys in sections() for key in keys}
     for name in algorithms.names():
         env = BASE["gym" if algorithms.get(name).discrete else "dmc"]
-        flat = _flatten(to_dict(config_from_dict({"algorithm": name, "env": env})))
+        flat = flat_keys(to_dict(config_from_dict({"algorithm": name, "env": env})))
         assert set(flat) <= listed, sorted(set(flat) - listed)
-
-
-def _flatten(data, prefix=""):
-    out = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def test_config_prints_the_resolved_config(capsys):
