@@ -19,12 +19,16 @@ from actorq.envs import make_environment
 from actorq.replay import make_server
 from actorq.replay.checkpoints import CheckpointError
 from actorq.replay.checkpoints import checkpoint as write_checkpoint
+from actorq.replay.retry import REPLAY_ERRORS, first_line, replay_call
 from actorq.replay.shards import experience_counts
 from actorq.replay.tables import environment_spec_for
 from actorq.roles.base import RoleBase
 from actorq.status import ReplayStatus
 
 log = logging.getLogger(__name__)
+
+SIZES_TIMEOUT_S = 5
+"""Seconds the role waits for its own server's table sizes, which only its log lines report."""
 
 
 class ReplayRole(RoleBase):
@@ -57,7 +61,13 @@ class ReplayRole(RoleBase):
         self.publish_status()  # launchers wait for this record: replay serves from here on
 
     def _sizes(self) -> str:
-        info = self._client.server_info(timeout=5)
+        """The tables' sizes for the log; "sizes unknown (why)" when the server does not answer within
+        :data:`SIZES_TIMEOUT_S` (a busy machine): a log line never stops replay, at its start or at a checkpoint."""
+        try:
+            with replay_call():
+                info = self._client.server_info(timeout=SIZES_TIMEOUT_S)
+        except REPLAY_ERRORS as exc:
+            return f"sizes unknown ({type(exc).__name__}: {first_line(exc)})"
         return " ".join(f"{name}={int(table.current_size)}" for name, table in sorted(info.items()))
 
     def health_port(self) -> int | None:
